@@ -1,0 +1,66 @@
+# Makefile: builds, installs and tests the idempotency extension with PGXS.
+#
+#   make && sudo make install     the usual PGXS build (PG_CONFIG=... to pick a server)
+#   make run                      README command 1: dependencies, build, install, private server, demo
+#   make test                     README command 2: every test layer against a private server
+#   make unittest                 GoogleTest for src/core/ only (no server)
+#   make installcheck             pg_regress + isolation against the server named by PG* variables
+
+EXTENSION = idempotency
+MODULE_big = idempotency
+DATA = $(wildcard idempotency--*.sql)
+
+CORE_SRCS = $(wildcard src/core/*.cpp)
+PG_SRCS = $(wildcard src/pg/*.cpp)
+OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
+
+PG_CONFIG ?= pg_config
+
+# pg_regress: sql/NAME.sql against expected/NAME.out, in this order.
+REGRESS = setup namespace mint parse canonical readme
+
+
+# isolationtester: test/isolation/specs/NAME.spec against test/isolation/expected/NAME.out.
+ISOLATION = mint_sessions
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=idempotency
+
+# C++17, every warning an error; PostgreSQL's headers as system headers so
+# their own warnings stay theirs (-isystem wins over PGXS's later -I).
+PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror
+SHLIB_LINK = -lcrypto -lstdc++
+
+# No LLVM bitcode: JIT inlining of a C++ SPI caller buys nothing and would
+# make clang a build dependency.
+override with_llvm = no
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# PGXS links with the C compiler; the C++ objects need -fPIC like the rest.
+CXXFLAGS += $(CFLAGS_SL)
+
+# ---- GoogleTest for the pure C++ core (no PostgreSQL) ----
+UNIT_DIR = build/unit
+UNIT_SRCS = $(wildcard test/unit/*.cpp)
+UNIT_BIN = $(UNIT_DIR)/core_tests
+
+$(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp)
+	@mkdir -p $(UNIT_DIR)
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc $(CORE_SRCS) $(UNIT_SRCS) \
+		-lgtest -lgtest_main -lpthread -lcrypto -o $@
+
+.PHONY: unittest run test stop
+unittest: $(UNIT_BIN)
+	$(UNIT_BIN) --kat=test/kat/vectors.csv
+
+run:
+	test/bin/run-demo
+
+stop:
+	test/bin/run-demo --stop
+
+test:
+	test/bin/run-tests
+
+EXTRA_CLEAN = build output_iso results regression.diffs regression.out tmp_check

@@ -1,0 +1,37 @@
+// error.hpp: the one exception type the core throws.
+//
+// The core knows nothing of PostgreSQL, so an error carries an SQL-standard
+// SQLSTATE string and PostgreSQL-style message parts; the glue's guard
+// (src/pg/guard.cpp) turns it into ereport(ERROR) at the boundary.
+#pragma once
+
+#include <exception>
+#include <string>
+
+namespace idem::core {
+
+// SQLSTATEs the core raises (SQL standard codes, so no PostgreSQL header is needed).
+namespace sqlstate {
+inline constexpr const char invalid_parameter_value[] = "22023";
+inline constexpr const char character_not_in_repertoire[] = "22021";
+inline constexpr const char internal_error[] = "XX000";
+}  // namespace sqlstate
+
+// An error for the SQL caller: SQLSTATE, a one-line message, an optional detail.
+class Error : public std::exception {
+ public:
+  Error(const char* sqlstate, std::string message, std::string detail = {})
+      : sqlstate_(sqlstate), message_(std::move(message)), detail_(std::move(detail)) {}
+
+  const char* what() const noexcept override { return message_.c_str(); }
+  const char* sqlstate() const noexcept { return sqlstate_; }
+  const std::string& message() const noexcept { return message_; }
+  const std::string& detail() const noexcept { return detail_; }
+
+ private:
+  const char* sqlstate_;  // always one of the static strings above
+  std::string message_;
+  std::string detail_;
+};
+
+}  // namespace idem::core

@@ -1,0 +1,157 @@
+// canonical.cpp: walks jsonb in canonical order and writes through JsonWriter;
+// idem_canonical(jsonb) and idem_request_hash(jsonb).
+//
+// The walk reads each container with a non-descending iterator, so nested
+// values arrive as pointers into the jsonb and nothing is copied or printed
+// twice; an object's members are sorted by key (code-point order) before
+// they are written. Everything alive on these frames is trivially
+// destructible, because PostgreSQL calls here (palloc, numeric_out,
+// check_stack_depth, CHECK_FOR_INTERRUPTS) may longjmp.
+#include "canonical.hpp"
+
+#include <cstring>
+
+#include "../core/canonical_json.hpp"
+#include "../core/error.hpp"
+#include "guard.hpp"
+#include "text.hpp"
+
+namespace idem::pg {
+
+namespace {
+
+struct Member {
+  core::Slice key;  // UTF-8
+  JsonbValue value;
+};
+
+// qsort comparator; must not throw (PostgreSQL's qsort frames sit above it).
+int compare_members(const void* a, const void* b) noexcept {
+  return core::compare_keys(static_cast<const Member*>(a)->key, static_cast<const Member*>(b)->key);
+}
+
+void write_container(core::JsonWriter& out, JsonbContainer* container);
+
+void write_value(core::JsonWriter& out, const JsonbValue& v) {
+  switch (v.type) {
+    case jbvNull:
+      out.put("null", 4);
+      break;
+    case jbvBool:
+      v.val.boolean ? out.put("true", 4) : out.put("false", 5);
+      break;
+    case jbvNumeric: {
+      char* digits = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+      out.put(digits, std::strlen(digits));
+      pfree(digits);
+      break;
+    }
+    case jbvString:
+      out.string(utf8_of(v.val.string.val, v.val.string.len));
+      break;
+    case jbvBinary:
+      write_container(out, v.val.binary.data);
+      break;
+    default:
+      throw core::Error(core::sqlstate::internal_error, "unexpected jsonb value type",
+                        "Type " + std::to_string(static_cast<int>(v.type)) + ".");
+  }
+}
+
+void write_array(core::JsonWriter& out, JsonbIterator* it) {
+  JsonbValue v;
+  out.put('[');
+  for (bool first = true; JsonbIteratorNext(&it, &v, true) == WJB_ELEM; first = false) {
+    CHECK_FOR_INTERRUPTS();
+    if (!first) out.put(',');
+    write_value(out, v);
+  }
+  out.put(']');
+}
+
+void write_object(core::JsonWriter& out, JsonbIterator* it, int count) {
+  auto* members = static_cast<Member*>(palloc(sizeof(Member) * (count > 0 ? count : 1)));
+  JsonbValue v;
+  int n = 0;
+  while (JsonbIteratorNext(&it, &v, true) == WJB_KEY) {
+    members[n].key = utf8_of(v.val.string.val, v.val.string.len);
+    JsonbIteratorNext(&it, &members[n].value, true);  // WJB_VALUE
+    ++n;
+  }
+  qsort(members, n, sizeof(Member), compare_members);
+  out.put('{');
+  for (int i = 0; i < n; ++i) {
+    CHECK_FOR_INTERRUPTS();
+    if (i != 0) out.put(',');
+    out.string(members[i].key);
+    out.put(':');
+    write_value(out, members[i].value);
+  }
+  out.put('}');
+  pfree(members);
+}
+
+void write_container(core::JsonWriter& out, JsonbContainer* container) {
+  check_stack_depth();
+  JsonbIterator* it = JsonbIteratorInit(container);
+  JsonbValue v;
+  if (JsonbIteratorNext(&it, &v, true) == WJB_BEGIN_OBJECT) {
+    write_object(out, it, v.val.object.nPairs);
+  } else if (v.val.array.rawScalar) {  // a top-level scalar is stored as a one-element array
+    JsonbIteratorNext(&it, &v, true);
+    write_value(out, v);
+    JsonbIteratorNext(&it, &v, true);  // WJB_END_ARRAY frees the iterator
+  } else {
+    write_array(out, it);
+  }
+}
+
+void sha256_sink(void* context, const char* data, std::size_t size) {
+  static_cast<core::Sha256*>(context)->update(data, size);
+}
+
+void string_info_sink(void* context, const char* data, std::size_t size) {
+  appendBinaryStringInfo(static_cast<StringInfo>(context), data, static_cast<int>(size));
+}
+
+// One digest context for the backend's lifetime, reset before each use: it
+// outlives any error (nothing to leak when a longjmp abandons a walk) and
+// costs no allocation per call. Deliberately never freed.
+core::Sha256& backend_sha256() {
+  static core::Sha256* sha = new core::Sha256();
+  return *sha;
+}
+
+}  // namespace
+
+core::Digest request_hash(JsonbContainer* container) {
+  core::Sha256& sha = backend_sha256();
+  sha.reset();
+  core::JsonWriter out(sha256_sink, &sha);
+  write_container(out, container);
+  out.flush();
+  return sha.finish();
+}
+
+text* canonical_text(JsonbContainer* container) {
+  StringInfoData buf;
+  initStringInfo(&buf);
+  core::JsonWriter out(string_info_sink, &buf);
+  write_container(out, container);
+  out.flush();
+  return text_of_utf8({buf.data, static_cast<std::size_t>(buf.len)});
+}
+
+}  // namespace idem::pg
+
+using namespace idem;
+
+IDEM_FUNCTION(idem_canonical) { PG_RETURN_TEXT_P(pg::canonical_text(&PG_GETARG_JSONB_P(0)->root)); }
+
+IDEM_FUNCTION(idem_request_hash) {
+  const core::Digest digest = pg::request_hash(&PG_GETARG_JSONB_P(0)->root);
+  auto* out = static_cast<bytea*>(palloc(VARHDRSZ + digest.size()));
+  SET_VARSIZE(out, VARHDRSZ + digest.size());
+  std::memcpy(VARDATA(out), digest.data(), digest.size());
+  PG_RETURN_BYTEA_P(out);
+}

@@ -1,0 +1,17 @@
+// canonical.hpp: the canonical form of a jsonb value and its SHA-256, the
+// request fingerprint that idem_begin compares.
+#pragma once
+
+#include "../core/sha256.hpp"
+#include "postgres.hpp"
+
+namespace idem::pg {
+
+// SHA-256 of the canonical UTF-8 text of the value in container, streamed
+// while walking the jsonb; the text is never held whole.
+core::Digest request_hash(JsonbContainer* container);
+
+// The canonical text itself, in the database encoding.
+text* canonical_text(JsonbContainer* container);
+
+}  // namespace idem::pg

@@ -1,0 +1,33 @@
+// text.cpp: encoding conversion at the boundary and the namespace argument.
+#include "text.hpp"
+
+#include <cstring>
+
+#include "../core/error.hpp"
+#include "../core/namespace.hpp"
+
+namespace idem::pg {
+
+core::Slice utf8_of(const char* s, int len) {
+  const char* u = pg_server_to_any(s, len, PG_UTF8);
+  return {u, u == s ? static_cast<std::size_t>(len) : std::strlen(u)};
+}
+
+core::Slice utf8_of(const text* t) { return utf8_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)); }
+
+text* text_of_utf8(core::Slice s) {
+  const int len = static_cast<int>(s.size);
+  const char* server = pg_any_to_server(s.data, len, PG_UTF8);
+  return cstring_to_text_with_len(server, server == s.data ? len : static_cast<int>(std::strlen(server)));
+}
+
+core::Slice namespace_arg(FunctionCallInfo fcinfo, int argno) {
+  if (PG_ARGISNULL(argno))
+    throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency namespace must not be null",
+                      "Pass a namespace of 1 to 64 characters: a-z, 0-9, \"-\" and \"_\".");
+  const core::Slice ns = utf8_of(PG_GETARG_TEXT_PP(argno));
+  core::validate_namespace(ns);
+  return ns;
+}
+
+}  // namespace idem::pg

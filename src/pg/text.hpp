@@ -1,0 +1,25 @@
+// text.hpp: moving text between PostgreSQL (database encoding, varlena) and
+// the core (UTF-8 slices), and reading the namespace argument every
+// function takes.
+#pragma once
+
+#include "../core/utf8.hpp"
+#include "postgres.hpp"
+
+namespace idem::pg {
+
+// The UTF-8 bytes of s (len bytes in the database encoding): s itself in a
+// UTF-8 database, a palloc'd conversion otherwise. Raises PostgreSQL's own
+// error for characters UTF-8 cannot hold (only possible in SQL_ASCII).
+core::Slice utf8_of(const char* s, int len);
+
+// The same for a text value.
+core::Slice utf8_of(const text* t);
+
+// A text value in the database encoding holding the UTF-8 bytes s.
+text* text_of_utf8(core::Slice s);
+
+// Reads argument argno as a namespace and validates it; NULL is an error.
+core::Slice namespace_arg(FunctionCallInfo fcinfo, int argno);
+
+}  // namespace idem::pg

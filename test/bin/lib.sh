@@ -1,0 +1,83 @@
+# lib.sh: shell helpers shared by run-demo and run-tests (sourced, not run).
+#
+# Dependencies come from Debian's packages; a private PostgreSQL cluster runs
+# as the invoking user, or as the `postgres` OS user when invoked as root
+# (initdb refuses root).
+
+set -euo pipefail
+
+PGVER=${PGVER:-15}
+PG_BIN=/usr/lib/postgresql/$PGVER/bin
+export PG_CONFIG=${PG_CONFIG:-$PG_BIN/pg_config}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+say() { printf '\n==> %s\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Runs a command as root: directly when we are root, through sudo otherwise.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Runs a command as the OS user that owns the private server.
+as_server_user() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# Installs the Debian packages named, running apt-get only when one is missing.
+install_packages() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+BUILD_PACKAGES=(make g++ libssl-dev "postgresql-$PGVER" "postgresql-server-dev-$PGVER")
+TEST_PACKAGES=("postgresql-$PGVER-pgtap" libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
+               libgtest-dev python3 "postgresql-contrib-$PGVER")
+
+# Builds the extension and installs it into the server's directories.
+build_and_install() {
+  say "building and installing the extension"
+  make -C "$REPO" -s PG_CONFIG="$PG_CONFIG"
+  as_root make -C "$REPO" -s install PG_CONFIG="$PG_CONFIG"
+}
+
+# Makes dir owned by the server user (when root) and traversable by it.
+server_owned_dir() {
+  mkdir -p "$1"
+  if [ "$(id -u)" = 0 ]; then chown postgres: "$1"; fi
+  chmod 700 "$1"
+}
+
+# A TCP port on 127.0.0.1 that nothing listens on, from 54321 up.
+free_port() {
+  local p
+  for p in $(seq 54321 54420); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
+  done
+  die "no free port between 54321 and 54420"
+}
+
+# cluster_start DATA_DIR PORT LISTEN: initialises (once) and starts a cluster
+# whose socket lives in DATA_DIR, then exports PGHOST, PGPORT and PGUSER.
+cluster_start() {
+  local data=$1 port=$2 listen=$3
+  server_owned_dir "$data"
+  if [ ! -f "$data/PG_VERSION" ]; then
+    as_server_user "$PG_BIN/initdb" -D "$data" -U postgres --auth=trust --encoding=UTF8 --locale=C >"$data.initdb.log" 2>&1 \
+      || { cat "$data.initdb.log"; die "initdb failed"; }
+  fi
+  as_server_user "$PG_BIN/pg_ctl" -D "$data" -l "$data/server.log" -w -s \
+    -o "-p $port -k '$data' -c listen_addresses='$listen'" start \
+    || { tail -n 30 "$data/server.log"; die "the server did not start"; }
+  export PGHOST=$data PGPORT=$port PGUSER=postgres
+}
+
+cluster_stop() {
+  as_server_user "$PG_BIN/pg_ctl" -D "$1" -m fast -w -s stop || true
+}

@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""Known-answer-vector (KAT) generator for the extension's hashing functions.
+
+What this is
+    An independent generator of test vectors for
+      * the MINT key: SHA-256 over a length-prefixed encoding of a list of
+        strings ("parts"), and
+      * the CANONICAL JSON text of a JSON value and its SHA-256 request hash.
+
+Independence
+    Everything here is derived only from the written specification (restated
+    below), using the Python 3.11 standard library.  It was written without
+    looking at the C++ implementation, so that agreement between the two is
+    real evidence of correctness rather than a copy of the same mistakes.
+
+Specification
+    1. MINT key = lowercase hex SHA-256 over:
+         uint32 big-endian count of parts, then for each part
+         uint32 big-endian UTF-8 byte length followed by the UTF-8 bytes.
+    2. CANONICAL JSON:
+         * object keys sorted by Unicode code point at every depth
+           (NOT UTF-16 order: U+FFFD sorts before U+1F600);
+         * array order kept; no whitespace; separators "," and ":";
+         * literals true / false / null;
+         * strings escaped like PostgreSQL's escape_json:
+             "  -> \\"     \\ -> \\\\     U+0008 -> \\b   U+000C -> \\f
+             U+000A -> \\n  U+000D -> \\r  U+0009 -> \\t
+             other chars < U+0020 -> \\u00xx (lowercase hex),
+             everything else (incl. "/", U+007F, non-ASCII) literal UTF-8;
+         * numbers in PostgreSQL numeric text form: parsed as decimal.Decimal
+           and printed with format(d, 'f'); negative zero loses its sign.
+       Request hash = lowercase hex SHA-256 of the canonical text (UTF-8).
+
+Output
+    vectors.csv next to this script; columns kind,name,input,parts_hex,
+    canonical,sha256 (csv module default dialect, QUOTE_MINIMAL, '\\n' line
+    terminator, UTF-8, header row).
+      kind=mint:      input = parts as compact JSON array, parts_hex = hex of
+                      each part's UTF-8 bytes joined with '.', sha256 = key.
+      kind=canonical: input = non-canonical JSON text accepted by PostgreSQL
+                      jsonb input (no duplicate keys, no \\u0000),
+                      canonical = expected canonical text, sha256 = its hash.
+
+How to run
+    python3 test/kat/vectors.py           # (re)write test/kat/vectors.csv
+    python3 test/kat/vectors.py --check   # exit 1 if vectors.csv is stale
+"""
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import struct
+import sys
+from decimal import Decimal
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CSV_PATH = os.path.join(HERE, "vectors.csv")
+COLUMNS = ["kind", "name", "input", "parts_hex", "canonical", "sha256"]
+
+
+# --------------------------------------------------------------------------
+# 1. MINT key
+# --------------------------------------------------------------------------
+
+def mint_bytes(parts):
+    if not parts:
+        raise ValueError("empty parts list is not a valid MINT input")
+    out = bytearray(struct.pack(">I", len(parts)))
+    for p in parts:
+        if not isinstance(p, str):
+            raise TypeError("parts must be str")
+        b = p.encode("utf-8")  # raises on lone surrogates: good
+        out += struct.pack(">I", len(b))
+        out += b
+    return bytes(out)
+
+
+def mint_key(parts):
+    return hashlib.sha256(mint_bytes(parts)).hexdigest()
+
+
+# --------------------------------------------------------------------------
+# 2. Canonical JSON
+# --------------------------------------------------------------------------
+
+_SHORT_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+
+
+def canon_string(s):
+    out = ['"']
+    for ch in s:
+        esc = _SHORT_ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
+        elif ord(ch) < 0x20:
+            out.append("\\u%04x" % ord(ch))
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def canon_number(d):
+    assert isinstance(d, Decimal) and d.is_finite()
+    if d.is_zero() and d.is_signed():
+        d = d.copy_abs()
+    return format(d, "f")
+
+
+def canonical(v):
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if v is None:
+        return "null"
+    if isinstance(v, str):
+        return canon_string(v)
+    if isinstance(v, Decimal):
+        return canon_number(v)
+    if isinstance(v, list):
+        return "[" + ",".join(canonical(x) for x in v) + "]"
+    if isinstance(v, dict):
+        # Python str comparison is code-point order.
+        return "{" + ",".join(
+            canon_string(k) + ":" + canonical(v[k]) for k in sorted(v)
+        ) + "}"
+    raise TypeError("unexpected JSON value type %r" % type(v))
+
+
+def _no_dup_pairs(pairs):
+    d = {}
+    for k, val in pairs:
+        if k in d:
+            raise ValueError("duplicate key %r (jsonb would drop one)" % k)
+        d[k] = val
+    return d
+
+
+def _reject_constant(name):
+    raise ValueError("non-JSON constant %s" % name)
+
+
+def parse_json(text):
+    """Parse strictly enough to be sure PostgreSQL jsonb accepts the text."""
+    v = json.loads(
+        text,
+        parse_float=Decimal,
+        parse_int=Decimal,
+        parse_constant=_reject_constant,
+        object_pairs_hook=_no_dup_pairs,
+    )
+    _check_pg_safe(v)
+    return v
+
+
+def _check_pg_safe(v):
+    def chk_str(s):
+        if "\x00" in s:
+            raise ValueError("\\u0000 is rejected by jsonb")
+        s.encode("utf-8")  # lone surrogates would raise here
+    if isinstance(v, str):
+        chk_str(v)
+    elif isinstance(v, list):
+        for x in v:
+            _check_pg_safe(x)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            chk_str(k)
+            _check_pg_safe(x)
+
+
+def request_hash(canon_text):
+    return hashlib.sha256(canon_text.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------
+# Vectors
+# --------------------------------------------------------------------------
+
+MINT_VECTORS = [
+    ("single_a", ["a"]),
+    ("ab_c", ["ab", "c"]),
+    ("a_bc", ["a", "bc"]),
+    ("c_ab_order", ["c", "ab"]),
+    ("a_a_two_parts", ["a", "a"]),
+    ("spaces_kept", [" a b "]),
+    ("spaces_kept_trimmed_variant", ["a b"]),
+    ("latin_e_acute", ["é"]),
+    ("e_plus_combining_acute", ["e\u0301"]),
+    ("cjk_nihongo", ["日本語"]),
+    ("mixed_ascii_nonascii_parts", ["tenant", "café", "日本語"]),
+    ("emoji_grinning", ["😀"]),
+    ("part_1000_chars", ["x" * 1000]),
+    ("part_1000_chars_multibyte", ["é" * 1000]),
+    ("twenty_parts", ["p%02d" % i for i in range(20)]),
+    ("part_with_tab", ["a\tb"]),
+    ("part_with_u0001", ["a\x01b"]),
+    ("part_with_newline", ["line1\nline2"]),
+    ("part_u_fffd", ["\ufffd"]),
+    ("part_u_1f600_embedded", ["x\U0001F600y"]),
+    ("part_u_fffd_embedded", ["x\ufffdy"]),
+    ("part_u_fffd_then_u_1f600", ["\ufffd", "\U0001F600"]),
+    ("part_u_1f600_then_u_fffd", ["\U0001F600", "\ufffd"]),
+    ("quote_backslash_comma", ['a"b\\c,d']),
+    ("dot_in_part", ["a.b"]),
+    ("dot_split_variant", ["a", "b"]),
+]
+
+_DEEP50_INPUT = ('{ "a" : [ ' * 50) + '"leaf"' + (' ] }' * 50)
+# Unpadded numbers give keys of length 2 and 3, so code-point order
+# (k0, k1, k10, ..., k19, k2, k20, ...) differs from jsonb's shortest-first.
+_KEYS30 = ["k%d" % i for i in range(30)]
+# Reverse order + a multi-line layout so the input is far from canonical.
+_OBJ30_INPUT = "{\n" + ",\n".join(
+    '  "%s" : %d' % (k, 30 - i) if i % 3 else '  "%s" : [ %d , "v%s" ]' % (k, i, k)
+    for i, k in reversed(list(enumerate(_KEYS30)))
+) + "\n}"
+
+CANONICAL_VECTORS = [
+    # empty containers
+    ("empty_object", "{ }"),
+    ("empty_array", "[ ]"),
+    ("nested_empty_containers", '{ "b" : [ { } , [ ] , [ [ ] ] ] , "a" : { "x" : { } } }'),
+    # top-level scalars
+    ("top_string", ' "hello" '),
+    ("top_number", " 42 "),
+    ("top_true", " true "),
+    ("top_false", "\nfalse\n"),
+    ("top_null", "\tnull "),
+    # key ordering
+    ("keys_out_of_order_flat", '{"c": 3, "a": 1, "b": 2}'),
+    ("keys_out_of_order_nested",
+     '{"z": {"y": {"b": 1, "a": 2}, "x": [ {"d": 4, "c": 3} ]}, "a": {"n": null, "m": true}}'),
+    ("keys_length_vs_codepoint", '{"b": 1, "ab": 2, "a": 3, "aa": 4, "": 5}'),
+    ("keys_fffd_vs_emoji", '{"😀": "emoji", "\ufffd": "replacement"}'),
+    ("keys_fffd_vs_emoji_escaped",
+     '{"\\ud83d\\ude00": 1, "\\ufffd": 2}'),
+    ("keys_e_acute_z_upper_z", '{"é": 1, "z": 2, "Z": 3}'),
+    ("keys_case_and_digits", '{"b": 1, "B": 2, "1": 3, "_": 4, "a": 5}'),
+    ("keys_bmp_high_vs_supplementary",
+     '{"\U00010000": 1, "\uffee": 2, "\ue000": 3, "\u00ff": 4}'),
+    # arrays
+    ("array_order_preserved", '[3, 1, 2, "b", "a"]'),
+    ("array_of_objects_keys_sorted",
+     '[ {"b": 1, "a": 2}, {"d": [ {"z": 0, "y": 1} ], "c": null} ]'),
+    ("array_mixed_types", '[ null , true , false , "s" , 1.0 , [ ] , { } ]'),
+    # string escapes
+    ("string_all_short_escapes", r' [ "quote\" backslash\\ b\b f\f n\n r\r t\t" ] '),
+    ("string_short_escapes_as_u", r'"\u0022\u005c\u0008\u000c\u000a\u000d\u0009"'),
+    ("string_control_u0001_u001f", r'"x\u0001y\u001Fz"'),
+    ("string_all_controls",
+     '"' + "".join("\\u%04X" % c for c in range(1, 0x20)) + '"'),
+    ("string_u007f_literal", '"del\\u007Fdel"'),
+    ("string_slash_literal", r'"a\/b/c"'),
+    ("string_non_ascii_literal", '{ "s" : "café 日本語" }'),
+    ("string_non_ascii_escaped", r'"caf\u00e9 \u65E5\u672c\u8a9E"'),
+    ("string_emoji_literal", ' "😀"\n'),
+    ("string_emoji_surrogate_pair", r'"\ud83d\ude00"'),
+    ("string_u2028_u2029", r'"a\u2028b\u2029c"'),
+    ("string_key_escapes", r'{"k\"\\\n": "v\t", "k": "plain"}'),
+    # numbers
+    ("number_zero", "[ 0 ]"),
+    ("number_neg_zero", "[ -0 ]"),
+    ("number_neg_zero_point_zero", "[ -0.0 ]"),
+    ("number_one_point_zero", " 1.0"),
+    ("number_trailing_zero_kept", " 1.50"),
+    ("number_exp_1e2", " 1e2"),
+    ("number_exp_1e_minus_2_upper_e", " 1E-2"),
+    ("number_exp_1_5e1", " 1.5e1"),
+    ("number_exp_1_50e1", " 1.50e1"),
+    ("number_negative_scale", " -12.3400"),
+    ("number_big_integer", " 123456789012345678901234567890"),
+    ("number_small_fraction", " 0.000001"),
+    ("number_exp_plus_sign", " 2.5E+3"),
+    ("numbers_in_object",
+     '{"n": -0, "m": 1.50, "l": 1e2, "k": 1E-2, "j": 1.5e1, "i": 1.50e1, '
+     '"h": -12.3400, "g": 123456789012345678901234567890, "f": 0.000001, '
+     '"e": -0.0, "d": 0, "c": 1.0}'),
+    # bigger values
+    ("deep_nested_50", _DEEP50_INPUT),
+    ("object_30_keys", _OBJ30_INPUT),
+]
+
+
+# --------------------------------------------------------------------------
+# Build, self-check, write
+# --------------------------------------------------------------------------
+
+def build_rows():
+    rows = []
+    for name, parts in MINT_VECTORS:
+        assert parts, "an empty parts list must never be emitted"
+        rows.append({
+            "kind": "mint",
+            "name": name,
+            "input": json.dumps(parts, ensure_ascii=False, separators=(",", ":")),
+            "parts_hex": ".".join(p.encode("utf-8").hex() for p in parts),
+            "canonical": "",
+            "sha256": mint_key(parts),
+        })
+    for name, text in CANONICAL_VECTORS:
+        value = parse_json(text)
+        canon = canonical(value)
+        assert canon != text, "input of %s is already canonical" % name
+        # canonical form is a fixed point and round-trips to the same value
+        assert canonical(parse_json(canon)) == canon, name
+        assert parse_json(canon) == value, name
+        rows.append({
+            "kind": "canonical",
+            "name": name,
+            "input": text,
+            "parts_hex": "",
+            "canonical": canon,
+            "sha256": request_hash(canon),
+        })
+    names = [r["name"] for r in rows]
+    assert len(names) == len(set(names)), "duplicate vector names"
+    for n in names:
+        assert re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)*", n), "bad name %r" % n
+    hashes = [r["sha256"] for r in rows if r["kind"] == "mint"]
+    assert len(hashes) == len(set(hashes)), "MINT key collision among vectors"
+    return rows
+
+
+def self_checks():
+    # length prefixing separates part boundaries
+    assert mint_key(["ab", "c"]) != mint_key(["a", "bc"])
+    assert mint_key(["c", "ab"]) != mint_key(["ab", "c"])
+    assert mint_key(["a", "b"]) != mint_key(["a.b"])
+    # the exact byte layout, checked by hand
+    assert mint_bytes(["a"]) == b"\x00\x00\x00\x01" b"\x00\x00\x00\x01" b"a"
+    assert mint_bytes(["é"]) == b"\x00\x00\x00\x01\x00\x00\x00\x02\xc3\xa9"
+    assert mint_bytes(["😀"])[4:8] == b"\x00\x00\x00\x04"
+    # empty parts list is rejected (and so never emitted)
+    try:
+        mint_key([])
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("empty parts list accepted")
+    assert all(parts for _, parts in MINT_VECTORS)
+    # code-point key order, not UTF-16 order
+    assert sorted(["\U0001F600", "\ufffd"]) == ["\ufffd", "\U0001F600"]
+    assert canonical({"\U0001F600": Decimal(1), "\ufffd": Decimal(2)}) == \
+        '{"\ufffd":2,"\U0001F600":1}'
+    assert canonical(parse_json('{"b":1,"ab":2,"a":3,"aa":4,"":5}')) == \
+        '{"":5,"a":3,"aa":4,"ab":2,"b":1}'
+    # string escaping, hand-written expectations
+    assert canon_string('"\\\b\f\n\r\t') == r'"\"\\\b\f\n\r\t"'
+    assert canon_string("\x01\x1f\x7f/") == '"\\u0001\\u001f\x7f/"'
+    assert canon_string("é😀") == '"é😀"'
+    # cross-check against the stdlib encoder (same rules for strings)
+    for c in range(0, 0x300):
+        s = chr(c)
+        assert canon_string(s) == json.dumps(s, ensure_ascii=False), hex(c)
+    # numbers
+    for src, want in [("0", "0"), ("-0", "0"), ("-0.0", "0.0"), ("1.0", "1.0"),
+                      ("1.50", "1.50"), ("1e2", "100"), ("1E-2", "0.01"),
+                      ("1.5e1", "15"), ("1.50e1", "15.0"),
+                      ("-12.3400", "-12.3400"), ("0.000001", "0.000001"),
+                      ("123456789012345678901234567890",
+                       "123456789012345678901234567890")]:
+        assert canonical(parse_json(src)) == want, (src, want)
+    # parser guards
+    for bad in ['{"a":1,"a":2}', '"\\u0000"', "NaN", '"\\ud83d"']:
+        try:
+            parse_json(bad)
+        except (ValueError, UnicodeEncodeError):
+            pass
+        else:
+            raise AssertionError("accepted %r" % bad)
+    # known SHA-256 values
+    assert request_hash("{}") == \
+        "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+
+
+def render(rows):
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    text = buf.getvalue()
+    # the CSV must read back to exactly the rows written
+    back = list(csv.DictReader(io.StringIO(text, newline="")))
+    assert back == rows, "CSV round-trip mismatch"
+    return text.encode("utf-8")
+
+
+def main(argv):
+    check = "--check" in argv[1:]
+    unknown = [a for a in argv[1:] if a != "--check"]
+    if unknown:
+        print("usage: vectors.py [--check]", file=sys.stderr)
+        return 2
+    self_checks()
+    data = render(build_rows())
+    if check:
+        try:
+            with open(CSV_PATH, "rb") as f:
+                current = f.read()
+        except FileNotFoundError:
+            print("%s is missing; run: python3 %s" % (CSV_PATH, argv[0]),
+                  file=sys.stderr)
+            return 1
+        if current != data:
+            print("%s is out of date; regenerate with: python3 %s"
+                  % (CSV_PATH, argv[0]), file=sys.stderr)
+            return 1
+        print("%s is up to date" % CSV_PATH)
+        return 0
+    with open(CSV_PATH, "wb") as f:
+        f.write(data)
+    print("wrote %s" % CSV_PATH)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
