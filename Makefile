@@ -45,14 +45,14 @@ UNIT_DIR = build/unit
 UNIT_SRCS = $(wildcard test/unit/*.cpp)
 UNIT_BIN = $(UNIT_DIR)/core_tests
 
-$(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp)
+$(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp test/unit/*.hpp) test/kat/vectors.csv
 	@mkdir -p $(UNIT_DIR)
-	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc $(CORE_SRCS) $(UNIT_SRCS) \
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc -DIDEM_KAT_CSV='"$(CURDIR)/test/kat/vectors.csv"' $(CORE_SRCS) $(UNIT_SRCS) \
 		-lgtest -lgtest_main -lpthread -lcrypto -o $@
 
 .PHONY: unittest run test stop
 unittest: $(UNIT_BIN)
-	$(UNIT_BIN) --kat=test/kat/vectors.csv
+	$(UNIT_BIN)
 
 run:
 	test/bin/run-demo
