@@ -32,7 +32,7 @@ void validate_namespace(Slice ns) {
     }
     const char32_t c = next_code_point(ns.data, ns.size, i);
     std::string what;
-    if (c > 0x20 && c < 0x7F) {
+    if (c > 0x20 && c < 0x7F && c != '"') {
       what = std::string("\"") + static_cast<char>(c) + "\"";
     } else {
       char cp[12];

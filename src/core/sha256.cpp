@@ -29,7 +29,12 @@ const EVP_MD* sha256_md() {
 
 Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
   if (ctx_ == nullptr) throw std::bad_alloc();
-  reset();
+  try {
+    reset();
+  } catch (...) {
+    EVP_MD_CTX_free(ctx_);  // no destructor runs for a half-built object
+    throw;
+  }
 }
 
 Sha256::~Sha256() { EVP_MD_CTX_free(ctx_); }
