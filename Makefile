@@ -17,11 +17,11 @@ OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 PG_CONFIG ?= pg_config
 
 # pg_regress: sql/NAME.sql against expected/NAME.out, in this order.
-REGRESS = setup namespace mint parse canonical readme
+REGRESS = setup namespace mint parse canonical store readme
 
 
 # isolationtester: test/isolation/specs/NAME.spec against test/isolation/expected/NAME.out.
-ISOLATION = mint_sessions
+ISOLATION = mint_sessions store_concurrency
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=idempotency
 
 # C++17, every warning an error; PostgreSQL's headers as system headers so

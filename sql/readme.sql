@@ -3,10 +3,14 @@
 DROP EXTENSION idempotency;
 SET search_path = public;
 CREATE EXTENSION idempotency;
+BEGIN;
+-- A caller's Idempotency-Key header, validated, with the request it came with:
+SELECT kind FROM idempotency.idem_begin('payments',
+    idempotency.idem_parse('payments', '  3f2a9c1e-7b4d  '), '{"amount": 100, "currency": "EUR"}');
+-- kind = fresh: do the work in this same transaction, then record its result:
+SELECT idempotency.idem_commit('payments', '3f2a9c1e-7b4d', '{"payment_id": 7}');
+COMMIT;
+-- The retry replays the result instead of paying twice (key order is irrelevant):
+SELECT kind, result FROM idempotency.idem_begin('payments', '3f2a9c1e-7b4d', '{"currency":"EUR","amount":100}');
 -- A key for an outbound call, stable across retries, sessions and restarts:
 SELECT idempotency.idem_mint('payments', ARRAY['tenant-42', 'invoice-1001']);
--- A caller's Idempotency-Key header, trimmed and validated (NULL when absent):
-SELECT idempotency.idem_parse('payments', '  3f2a9c1e-7b4d-4e0a  ');
--- The request fingerprint ignores key order and whitespace:
-SELECT idempotency.idem_request_hash('{"amount": 100, "currency": "EUR"}')
-     = idempotency.idem_request_hash('{"currency":"EUR","amount":100}');

@@ -1,6 +1,42 @@
-// module.cpp: the library's identity for PostgreSQL's loader.
+// module.cpp: the library's identity for PostgreSQL's loader and its
+// start-up: the GUCs and the cache invalidation hook.
 #include "postgres.hpp"
+
+#include <climits>
+
+extern "C" {
+#include "utils/guc.h"
+}
+
+#include "record.hpp"
+#include "settings.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;
+void _PG_init(void);
+}
+
+namespace idem::pg {
+int replay_window_seconds = 24 * 60 * 60;
+int in_flight_wait_ms = 0;
+}  // namespace idem::pg
+
+// Runs once per backend when the library is loaded; nothing here can throw.
+void _PG_init(void) {
+  DefineCustomIntVariable(
+      "idempotency.replay_window", "Default replay window of idem_begin.",
+      "How long a record replays before idem_purge may delete it, when idem_begin is given no window.",
+      &idem::pg::replay_window_seconds, 24 * 60 * 60, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S, nullptr, nullptr,
+      nullptr);
+  DefineCustomIntVariable(
+      "idempotency.in_flight_wait", "How long idem_begin waits for a concurrent holder of the same key.",
+      "0 answers in_flight at once; otherwise idem_begin waits up to this long for the other transaction "
+      "to end and then answers with its outcome.",
+      &idem::pg::in_flight_wait_ms, 0, 0, INT_MAX, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+#if PG_VERSION_NUM >= 150000
+  MarkGUCPrefixReserved("idempotency");
+#else
+  EmitWarningsOnPlaceholders("idempotency");
+#endif
+  idem::pg::register_record_invalidation();
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../core/error.hpp"
+#include "../core/key.hpp"
 #include "../core/namespace.hpp"
 
 namespace idem::pg {
@@ -21,13 +22,28 @@ text* text_of_utf8(core::Slice s) {
   return cstring_to_text_with_len(server, server == s.data ? len : static_cast<int>(std::strlen(server)));
 }
 
-core::Slice namespace_arg(FunctionCallInfo fcinfo, int argno) {
+text* namespace_arg(FunctionCallInfo fcinfo, int argno) {
   if (PG_ARGISNULL(argno))
     throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency namespace must not be null",
                       "Pass a namespace of 1 to 64 characters: a-z, 0-9, \"-\" and \"_\".");
-  const core::Slice ns = utf8_of(PG_GETARG_TEXT_PP(argno));
-  core::validate_namespace(ns);
+  text* ns = PG_GETARG_TEXT_PP(argno);
+  core::validate_namespace(utf8_of(ns));
   return ns;
+}
+
+text* key_arg(FunctionCallInfo fcinfo, int argno) {
+  if (PG_ARGISNULL(argno))
+    throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency key must not be null",
+                      "Pass the key that idem_parse or idem_mint produced.");
+  return text_of_utf8(core::parse_key(utf8_of(PG_GETARG_TEXT_PP(argno))));
+}
+
+Jsonb* payload_arg(FunctionCallInfo fcinfo, int argno, const char* what) {
+  if (PG_ARGISNULL(argno))
+    throw core::Error(core::sqlstate::invalid_parameter_value,
+                      std::string("idempotency ") + what + " must not be null",
+                      "Pass a jsonb value; use 'null'::jsonb for a JSON null.");
+  return PG_GETARG_JSONB_P(argno);
 }
 
 }  // namespace idem::pg

@@ -20,6 +20,15 @@ core::Slice utf8_of(const text* t);
 text* text_of_utf8(core::Slice s);
 
 // Reads argument argno as a namespace and validates it; NULL is an error.
-core::Slice namespace_arg(FunctionCallInfo fcinfo, int argno);
+// Namespaces are ASCII, so the text is the same in every encoding.
+text* namespace_arg(FunctionCallInfo fcinfo, int argno);
+
+// Reads argument argno as a caller-supplied key: NULL is an error, and the
+// key is trimmed and validated as idem_parse does. Returns the trimmed key
+// in the database encoding.
+text* key_arg(FunctionCallInfo fcinfo, int argno);
+
+// Reads argument argno as a jsonb payload; NULL is an error naming what.
+Jsonb* payload_arg(FunctionCallInfo fcinfo, int argno, const char* what);
 
 }  // namespace idem::pg

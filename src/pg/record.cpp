@@ -1,0 +1,136 @@
+// record.cpp: table lookup, per-key lock and dirty-snapshot probe.
+#include "record.hpp"
+
+#include <cstring>
+
+extern "C" {
+#include "access/genam.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/namespace.h"
+#include "common/hashfn.h"
+#include "executor/tuptable.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
+#include "../core/error.hpp"
+
+namespace idem::pg {
+
+namespace {
+
+// Marks our locks in pg_locks (objsubid) and keeps them apart from
+// pg_advisory_lock(bigint) (1) and pg_advisory_lock(int, int) (2).
+constexpr uint16 lock_field4 = 0x4944;  // "ID"
+
+// Column numbers of idempotency_record, as the install script creates it.
+enum Column : AttrNumber {
+  col_namespace = 1,
+  col_key_value,
+  col_status,
+  col_request_hash,
+  col_request_payload,
+  col_result_payload,
+  col_error_payload,
+};
+
+struct Relations {
+  Oid table = InvalidOid;
+  Oid pkey = InvalidOid;
+};
+Relations cached;
+
+void forget_relations(Datum, Oid relid) {
+  if (relid == InvalidOid || relid == cached.table || relid == cached.pkey) cached = Relations{};
+}
+
+const Relations& relations() {
+  if (OidIsValid(cached.table)) return cached;
+  const Oid schema = get_namespace_oid("idempotency", true);
+  Relations r;
+  if (OidIsValid(schema)) {
+    r.table = get_relname_relid("idempotency_record", schema);
+    r.pkey = get_relname_relid("idempotency_record_pkey", schema);
+  }
+  if (!OidIsValid(r.table) || !OidIsValid(r.pkey))
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state, "the idempotency store is not installed",
+                      "Run ALTER EXTENSION idempotency UPDATE to install release 0.2.0 or later.");
+  cached = r;
+  return cached;
+}
+
+LOCKTAG key_tag(const text* ns, const text* key) {
+  uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(ns)),
+                                 VARSIZE_ANY_EXHDR(ns), 0);
+  h = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(key)), VARSIZE_ANY_EXHDR(key), h);
+  LOCKTAG tag;
+  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), lock_field4);
+  return tag;
+}
+
+}  // namespace
+
+void register_record_invalidation() { CacheRegisterRelcacheCallback(forget_relations, 0); }
+
+void lock_key(const text* ns, const text* key) {
+  const LOCKTAG tag = key_tag(ns, key);
+  (void)LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+void unlock_key(const text* ns, const text* key) {
+  const LOCKTAG tag = key_tag(ns, key);
+  LockRelease(&tag, ExclusiveLock, false);
+}
+
+Probe probe_key(const text* ns, const text* key) {
+  const Relations& r = relations();
+  Relation table = table_open(r.table, AccessShareLock);
+  Relation index = index_open(r.pkey, AccessShareLock);
+
+  SnapshotData dirty;
+  InitDirtySnapshot(dirty);
+  ScanKeyData keys[2];
+  ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(ns));
+  ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(key));
+  IndexScanDesc scan = index_beginscan(table, index, &dirty, 2, 0);
+  index_rescan(scan, keys, 2, nullptr, 0);
+  TupleTableSlot* slot = table_slot_create(table, nullptr);
+
+  Probe p{};
+  p.found = Found::nothing;
+  if (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+    // The dirty snapshot reports an in-progress inserter in xmin and an
+    // in-progress updater or deleter in xmax; both invalid means committed
+    // (or ours).
+    const TransactionId xid = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+    if (TransactionIdIsValid(xid)) {
+      p.found = Found::busy;
+      p.busy_xid = xid;
+    } else {
+      p.found = Found::row;
+      slot_getallattrs(slot);
+      const text* status = DatumGetTextPP(slot->tts_values[col_status - 1]);
+      p.status = VARDATA_ANY(status)[0];
+      p.request_hash = datumCopy(slot->tts_values[col_request_hash - 1], false, -1);
+      p.request_payload = datumCopy(slot->tts_values[col_request_payload - 1], false, -1);
+      p.result_null = slot->tts_isnull[col_result_payload - 1];
+      p.error_null = slot->tts_isnull[col_error_payload - 1];
+      if (!p.result_null) p.result_payload = datumCopy(slot->tts_values[col_result_payload - 1], false, -1);
+      if (!p.error_null) p.error_payload = datumCopy(slot->tts_values[col_error_payload - 1], false, -1);
+    }
+  }
+
+  ExecDropSingleTupleTableSlot(slot);
+  index_endscan(scan);
+  index_close(index, NoLock);
+  table_close(table, NoLock);
+  return p;
+}
+
+}  // namespace idem::pg

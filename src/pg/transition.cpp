@@ -1,0 +1,120 @@
+// transition.cpp: the terminal transitions of an in-progress record:
+// idem_commit, idem_fail_permanent (both kept for replay) and
+// idem_fail_transient (forgotten, so the next begin is fresh).
+#include <cstring>
+#include <string>
+
+#include "../core/error.hpp"
+#include "guard.hpp"
+#include "spi.hpp"
+#include "text.hpp"
+
+using namespace idem;
+
+namespace {
+
+pg::Statement finish_in_progress = {
+    "UPDATE idempotency.idempotency_record"
+    " SET status = $3, result_payload = $4, error_payload = $5, updated_at = pg_catalog.now()"
+    " WHERE namespace = $1 AND key_value = $2 AND status = 'in_progress'",
+    5,
+    {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID},
+    nullptr};
+
+pg::Statement forget_in_progress = {
+    "DELETE FROM idempotency.idempotency_record"
+    " WHERE namespace = $1 AND key_value = $2 AND status = 'in_progress'",
+    2,
+    {TEXTOID, TEXTOID},
+    nullptr};
+
+pg::Statement current_status = {
+    "SELECT status FROM idempotency.idempotency_record WHERE namespace = $1 AND key_value = $2",
+    2,
+    {TEXTOID, TEXTOID},
+    nullptr};
+
+// Called when no in_progress row matched: says why, with SQLSTATE 55000.
+[[noreturn]] void not_in_progress(text* ns, text* key, const char* action) {
+  const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
+  Datum status;
+  bool none;
+  pg::execute(current_status, values, "  ", &status, &none);
+  const std::string what = std::string("cannot ") + action + " an idempotency record that is not in progress";
+  if (none)
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state, what,
+                      "No record exists for this key in namespace \"" + std::string(text_to_cstring(ns)) +
+                          "\" (or it belongs to a transaction that has not committed); "
+                          "idem_begin must answer fresh first.");
+  throw core::Error(core::sqlstate::object_not_in_prerequisite_state, what,
+                    "The record for this key is already " + std::string(text_to_cstring(DatumGetTextPP(status))) +
+                        "; committed and failed records are final.");
+}
+
+// The seed's StoredAppError: an object with string "class_tag", string
+// "message" and an optional string "cause", nothing else.
+void check_error_payload(Jsonb* error) {
+  const char* shape =
+      "An error payload is a JSON object with string \"class_tag\" and \"message\" and an optional string "
+      "\"cause\", and no other keys.";
+  auto invalid = [&](const std::string& what) {
+    throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency error payload",
+                      what + " " + shape);
+  };
+  if (!JB_ROOT_IS_OBJECT(error) || JB_ROOT_IS_SCALAR(error)) invalid("It is not an object.");
+  bool has_class_tag = false, has_message = false;
+  JsonbIterator* it = JsonbIteratorInit(&error->root);
+  JsonbValue k, v;
+  JsonbIteratorNext(&it, &k, true);  // WJB_BEGIN_OBJECT
+  while (JsonbIteratorNext(&it, &k, true) == WJB_KEY) {
+    JsonbIteratorNext(&it, &v, true);
+    const std::string name(k.val.string.val, k.val.string.len);
+    if (name == "class_tag")
+      has_class_tag = true;
+    else if (name == "message")
+      has_message = true;
+    else if (name != "cause")
+      invalid("Key \"" + name.substr(0, 64) + "\" is not allowed.");
+    if (v.type != jbvString) invalid("\"" + name + "\" is not a string.");
+  }
+  if (!has_class_tag) invalid("\"class_tag\" is missing.");
+  if (!has_message) invalid("\"message\" is missing.");
+}
+
+void finish(FunctionCallInfo fcinfo, const char* status, const char* action) {
+  text* ns = pg::namespace_arg(fcinfo, 0);
+  text* key = pg::key_arg(fcinfo, 1);
+  const bool committing = std::strcmp(status, "committed") == 0;
+  Jsonb* payload = pg::payload_arg(fcinfo, 2, committing ? "result" : "error");
+  if (!committing) check_error_payload(payload);
+  const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), CStringGetTextDatum(status),
+                           PointerGetDatum(payload), PointerGetDatum(payload)};
+  if (pg::execute(finish_in_progress, values, committing ? "    n" : "   n ") == 0)
+    not_in_progress(ns, key, action);
+}
+
+}  // namespace
+
+// Records the result of the caller's in-progress operation; every later
+// begin with the same request replays it (prior_result).
+IDEM_FUNCTION(idem_commit) {
+  finish(fcinfo, "committed", "commit");
+  PG_RETURN_VOID();
+}
+
+// Records a permanent error; every later begin with the same request
+// replays it (prior_error).
+IDEM_FUNCTION(idem_fail_permanent) {
+  finish(fcinfo, "failed", "fail");
+  PG_RETURN_VOID();
+}
+
+// Deletes the in-progress row so the next begin is fresh; never touches a
+// committed or failed row.
+IDEM_FUNCTION(idem_fail_transient) {
+  text* ns = pg::namespace_arg(fcinfo, 0);
+  text* key = pg::key_arg(fcinfo, 1);
+  const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
+  if (pg::execute(forget_in_progress, values, "  ") == 0) not_in_progress(ns, key, "fail");
+  PG_RETURN_VOID();
+}
