@@ -21,7 +21,7 @@ REGRESS = setup namespace mint parse canonical store readme
 
 
 # isolationtester: test/isolation/specs/NAME.spec against test/isolation/expected/NAME.out.
-ISOLATION = mint_sessions store_concurrency
+ISOLATION = mint_sessions store_concurrency store_purge
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=idempotency
 
 # C++17, every warning an error; PostgreSQL's headers as system headers so
