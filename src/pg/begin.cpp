@@ -52,23 +52,25 @@ OutcomeType& outcome_type(FunctionCallInfo fcinfo) {
   return *t;
 }
 
-// The six columns of idem_outcome, all NULL but kind and submitted_hash.
+// An answer: its kind and the columns of idem_outcome after kind, all NULL
+// but submitted_hash unless the caller fills them.
 struct Outcome {
+  Kind kind;
   Datum values[6];
   bool nulls[6];
 };
 
 Outcome outcome(Kind kind, Datum submitted_hash) {
   Outcome o;
+  o.kind = kind;
   for (bool& n : o.nulls) n = true;
-  o.values[0] = kind, o.nulls[0] = false;  // replaced by the label OID in to_datum
   o.values[5] = submitted_hash, o.nulls[5] = false;
   return o;
 }
 
 Datum to_datum(FunctionCallInfo fcinfo, Outcome& o) {
   OutcomeType& t = outcome_type(fcinfo);
-  o.values[0] = t.kinds[o.values[0]];
+  o.values[0] = t.kinds[o.kind], o.nulls[0] = false;
   return HeapTupleGetDatum(heap_form_tuple(t.desc, o.values, o.nulls));
 }
 

@@ -1,6 +1,7 @@
 // transition.cpp: the terminal transitions of an in-progress record:
 // idem_commit, idem_fail_permanent (both kept for replay) and
 // idem_fail_transient (forgotten, so the next begin is fresh).
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -34,63 +35,78 @@ pg::Statement current_status = {
     {TEXTOID, TEXTOID},
     nullptr};
 
+std::string string_of(const text* t) { return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)); }
+
 // Called when no in_progress row matched: says why, with SQLSTATE 55000.
+// Every PostgreSQL call comes first; strings are built only to throw.
 [[noreturn]] void not_in_progress(text* ns, text* key, const char* action) {
   const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
   Datum status;
   bool none;
   pg::execute(current_status, values, "  ", &status, &none);
-  const std::string what = std::string("cannot ") + action + " an idempotency record that is not in progress";
+  const text* status_text = none ? nullptr : DatumGetTextPP(status);
   if (none)
-    throw core::Error(core::sqlstate::object_not_in_prerequisite_state, what,
-                      "No record exists for this key in namespace \"" + std::string(text_to_cstring(ns)) +
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot ") + action + " an idempotency record that is not in progress",
+                      "No record exists for this key in namespace \"" + string_of(ns) +
                           "\" (or it belongs to a transaction that has not committed); "
                           "idem_begin must answer fresh first.");
-  throw core::Error(core::sqlstate::object_not_in_prerequisite_state, what,
-                    "The record for this key is already " + std::string(text_to_cstring(DatumGetTextPP(status))) +
+  throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                    std::string("cannot ") + action + " an idempotency record that is not in progress",
+                    "The record for this key is already " + string_of(status_text) +
                         "; committed and failed records are final.");
 }
 
+[[noreturn]] void invalid_error_payload(const std::string& what) {
+  throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency error payload",
+                    what +
+                        " An error payload is a JSON object with string \"class_tag\" and \"message\" and an "
+                        "optional string \"cause\", and no other keys.");
+}
+
+bool key_is(const JsonbValue& key, const char* name) {
+  return static_cast<size_t>(key.val.string.len) == std::strlen(name) &&
+         std::memcmp(key.val.string.val, name, key.val.string.len) == 0;
+}
+
 // The seed's StoredAppError: an object with string "class_tag", string
-// "message" and an optional string "cause", nothing else.
+// "message" and an optional string "cause", nothing else. No std::string
+// lives across the iterator calls (they may raise): strings are built only
+// inside the throw.
 void check_error_payload(Jsonb* error) {
-  const char* shape =
-      "An error payload is a JSON object with string \"class_tag\" and \"message\" and an optional string "
-      "\"cause\", and no other keys.";
-  auto invalid = [&](const std::string& what) {
-    throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency error payload",
-                      what + " " + shape);
-  };
-  if (!JB_ROOT_IS_OBJECT(error) || JB_ROOT_IS_SCALAR(error)) invalid("It is not an object.");
+  if (!JB_ROOT_IS_OBJECT(error) || JB_ROOT_IS_SCALAR(error)) invalid_error_payload("It is not an object.");
   bool has_class_tag = false, has_message = false;
   JsonbIterator* it = JsonbIteratorInit(&error->root);
   JsonbValue k, v;
   JsonbIteratorNext(&it, &k, true);  // WJB_BEGIN_OBJECT
   while (JsonbIteratorNext(&it, &k, true) == WJB_KEY) {
     JsonbIteratorNext(&it, &v, true);
-    const std::string name(k.val.string.val, k.val.string.len);
-    if (name == "class_tag")
+    if (key_is(k, "class_tag"))
       has_class_tag = true;
-    else if (name == "message")
+    else if (key_is(k, "message"))
       has_message = true;
-    else if (name != "cause")
-      invalid("Key \"" + name.substr(0, 64) + "\" is not allowed.");
-    if (v.type != jbvString) invalid("\"" + name + "\" is not a string.");
+    else if (!key_is(k, "cause"))
+      invalid_error_payload("Key \"" + std::string(k.val.string.val, std::min(k.val.string.len, 64)) +
+                            "\" is not allowed.");
+    if (v.type != jbvString)
+      invalid_error_payload("\"" + std::string(k.val.string.val, k.val.string.len) + "\" is not a string.");
   }
-  if (!has_class_tag) invalid("\"class_tag\" is missing.");
-  if (!has_message) invalid("\"message\" is missing.");
+  if (!has_class_tag) invalid_error_payload("\"class_tag\" is missing.");
+  if (!has_message) invalid_error_payload("\"message\" is missing.");
 }
 
-void finish(FunctionCallInfo fcinfo, const char* status, const char* action) {
+// Moves the in_progress row to committed (with the result) or failed (with
+// the error payload).
+void finish(FunctionCallInfo fcinfo, bool committing) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* key = pg::key_arg(fcinfo, 1);
-  const bool committing = std::strcmp(status, "committed") == 0;
+  const char* status = committing ? "committed" : "failed";
   Jsonb* payload = pg::payload_arg(fcinfo, 2, committing ? "result" : "error");
   if (!committing) check_error_payload(payload);
   const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), CStringGetTextDatum(status),
                            PointerGetDatum(payload), PointerGetDatum(payload)};
   if (pg::execute(finish_in_progress, values, committing ? "    n" : "   n ") == 0)
-    not_in_progress(ns, key, action);
+    not_in_progress(ns, key, committing ? "commit" : "fail");
 }
 
 }  // namespace
@@ -98,14 +114,14 @@ void finish(FunctionCallInfo fcinfo, const char* status, const char* action) {
 // Records the result of the caller's in-progress operation; every later
 // begin with the same request replays it (prior_result).
 IDEM_FUNCTION(idem_commit) {
-  finish(fcinfo, "committed", "commit");
+  finish(fcinfo, true);
   PG_RETURN_VOID();
 }
 
 // Records a permanent error; every later begin with the same request
 // replays it (prior_error).
 IDEM_FUNCTION(idem_fail_permanent) {
-  finish(fcinfo, "failed", "fail");
+  finish(fcinfo, false);
   PG_RETURN_VOID();
 }
 
