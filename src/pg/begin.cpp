@@ -74,13 +74,6 @@ Datum to_datum(FunctionCallInfo fcinfo, Outcome& o) {
   return HeapTupleGetDatum(heap_form_tuple(t.desc, o.values, o.nulls));
 }
 
-bytea* bytea_of(const core::Digest& d) {
-  auto* b = static_cast<bytea*>(palloc(VARHDRSZ + d.size()));
-  SET_VARSIZE(b, VARHDRSZ + d.size());
-  std::memcpy(VARDATA(b), d.data(), d.size());
-  return b;
-}
-
 bool same_bytes(Datum a, Datum b) {
   const bytea* x = DatumGetByteaPP(a);
   const bytea* y = DatumGetByteaPP(b);
@@ -163,22 +156,23 @@ IDEM_FUNCTION(idem_begin) {
   text* key = pg::key_arg(fcinfo, 1);
   Jsonb* request = pg::payload_arg(fcinfo, 2, "request");
   Interval* window = replay_window(fcinfo, 3);
-  const Datum submitted = PointerGetDatum(bytea_of(pg::request_hash(&request->root)));
+  const Datum submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
+  // Read the clock only when a wait is configured: most begins never wait.
   const TimestampTz deadline =
-      TimestampTzPlusMilliseconds(GetCurrentTimestamp(), pg::in_flight_wait_ms);
+      pg::in_flight_wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), pg::in_flight_wait_ms) : 0;
 
   for (;;) {
-    pg::lock_key(ns, key);
+    const LOCKTAG lock = pg::lock_key(ns, key);
     pg::Probe p = pg::probe_key(ns, key);
     if (p.found == pg::Found::nothing) {
       const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), submitted, PointerGetDatum(request),
                                IntervalPGetDatum(window)};
       pg::execute(insert_in_progress, values, "     ");
-      pg::unlock_key(ns, key);
+      pg::unlock_key(lock);
       Outcome o = outcome(fresh, submitted);
       return to_datum(fcinfo, o);
     }
-    pg::unlock_key(ns, key);
+    pg::unlock_key(lock);
 
     if (p.found == pg::Found::busy) {
       if (pg::in_flight_wait_ms > 0 && GetCurrentTimestamp() < deadline) {

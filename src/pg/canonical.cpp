@@ -133,6 +133,14 @@ core::Digest request_hash(JsonbContainer* container) {
   return sha.finish();
 }
 
+bytea* request_hash_bytea(JsonbContainer* container) {
+  const core::Digest digest = request_hash(container);
+  auto* out = static_cast<bytea*>(palloc(VARHDRSZ + digest.size()));
+  SET_VARSIZE(out, VARHDRSZ + digest.size());
+  std::memcpy(VARDATA(out), digest.data(), digest.size());
+  return out;
+}
+
 text* canonical_text(JsonbContainer* container) {
   StringInfoData buf;
   initStringInfo(&buf);
@@ -148,10 +156,4 @@ using namespace idem;
 
 IDEM_FUNCTION(idem_canonical) { PG_RETURN_TEXT_P(pg::canonical_text(&PG_GETARG_JSONB_P(0)->root)); }
 
-IDEM_FUNCTION(idem_request_hash) {
-  const core::Digest digest = pg::request_hash(&PG_GETARG_JSONB_P(0)->root);
-  auto* out = static_cast<bytea*>(palloc(VARHDRSZ + digest.size()));
-  SET_VARSIZE(out, VARHDRSZ + digest.size());
-  std::memcpy(VARDATA(out), digest.data(), digest.size());
-  PG_RETURN_BYTEA_P(out);
-}
+IDEM_FUNCTION(idem_request_hash) { PG_RETURN_BYTEA_P(pg::request_hash_bytea(&PG_GETARG_JSONB_P(0)->root)); }

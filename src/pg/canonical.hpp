@@ -11,6 +11,9 @@ namespace idem::pg {
 // while walking the jsonb; the text is never held whole.
 core::Digest request_hash(JsonbContainer* container);
 
+// The same fingerprint as a 32-byte bytea, as SQL sees it.
+bytea* request_hash_bytea(JsonbContainer* container);
+
 // The canonical text itself, in the database encoding.
 text* canonical_text(JsonbContainer* container);
 

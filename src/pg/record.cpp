@@ -78,15 +78,13 @@ LOCKTAG key_tag(const text* ns, const text* key) {
 
 void register_record_invalidation() { CacheRegisterRelcacheCallback(forget_relations, 0); }
 
-void lock_key(const text* ns, const text* key) {
+LOCKTAG lock_key(const text* ns, const text* key) {
   const LOCKTAG tag = key_tag(ns, key);
   (void)LockAcquire(&tag, ExclusiveLock, false, false);
+  return tag;
 }
 
-void unlock_key(const text* ns, const text* key) {
-  const LOCKTAG tag = key_tag(ns, key);
-  LockRelease(&tag, ExclusiveLock, false);
-}
+void unlock_key(const LOCKTAG& tag) { LockRelease(&tag, ExclusiveLock, false); }
 
 Probe probe_key(const text* ns, const text* key) {
   const Relations& r = relations();

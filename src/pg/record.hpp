@@ -5,6 +5,10 @@
 
 #include "postgres.hpp"
 
+extern "C" {
+#include "storage/lock.h"
+}
+
 namespace idem::pg {
 
 // Registers the relcache hook that forgets the cached table and index OIDs
@@ -18,8 +22,9 @@ void register_record_invalidation();
 // held only while one begin probes and inserts, never until commit, so a
 // transaction may begin any number of keys without filling the lock table,
 // and a hash collision costs a wait of microseconds, never a wrong answer.
-void lock_key(const text* ns, const text* key);
-void unlock_key(const text* ns, const text* key);
+// lock_key returns the tag it locked, for unlock_key.
+LOCKTAG lock_key(const text* ns, const text* key);
+void unlock_key(const LOCKTAG& tag);
 
 // What the probe found for one (namespace, key).
 enum class Found { nothing, busy, row };
