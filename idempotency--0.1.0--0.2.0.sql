@@ -135,7 +135,8 @@ COMMENT ON FUNCTION idem_purge(integer, integer) IS
 
 -- The same, committing after every chunk, for pg_cron and operators purging
 -- millions of rows: no lock or snapshot is held longer than one chunk.
--- CALL it outside an explicit transaction block.
+-- CALL it outside an explicit transaction block. A procedure that commits
+-- cannot pin search_path with SET, so its operators are schema-qualified.
 CREATE PROCEDURE idem_purge_batches(batch_size integer DEFAULT 10000)
 LANGUAGE plpgsql
 AS $$
@@ -146,10 +147,10 @@ DECLARE
 BEGIN
     LOOP
         n := @extschema@.idem_purge(batch_size, 1);
-        total := total + n;
-        batches := batches + 1;
+        total := total OPERATOR(pg_catalog.+) n;
+        batches := batches OPERATOR(pg_catalog.+) 1;
         COMMIT;
-        EXIT WHEN n < batch_size;
+        EXIT WHEN n OPERATOR(pg_catalog.<) batch_size;
     END LOOP;
     RAISE NOTICE 'idempotency: purged % expired records in % batches', total, batches;
 END;
@@ -157,3 +158,160 @@ $$;
 
 COMMENT ON PROCEDURE idem_purge_batches(integer) IS
 'Deletes expired records, committing after every chunk (for pg_cron); CALL outside a transaction block';
+
+-- Typed use from SQL (the seed's typed wrapper). These take any composite
+-- or scalar value and convert it with to_jsonb. They have their own names
+-- rather than overloading idem_begin/idem_commit: an anyelement overload
+-- beside the jsonb one makes every call with an untyped literal
+-- (idem_begin('ns', 'k', '{"a": 1}')) fail as "not unique", and would turn a
+-- varchar parameter from a driver into a JSON string without a word.
+
+CREATE FUNCTION idem_begin_typed(namespace text, key text, request anyelement, replay_window interval DEFAULT NULL)
+RETURNS @extschema@.idem_outcome
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $$ SELECT @extschema@.idem_begin(namespace, key, pg_catalog.to_jsonb(request), replay_window) $$;
+
+COMMENT ON FUNCTION idem_begin_typed(text, text, anyelement, interval) IS
+'idem_begin for a value of any type, fingerprinted as to_jsonb(request)';
+
+CREATE FUNCTION idem_commit_typed(namespace text, key text, result anyelement)
+RETURNS void
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $$ SELECT @extschema@.idem_commit(namespace, key, pg_catalog.to_jsonb(result)) $$;
+
+COMMENT ON FUNCTION idem_commit_typed(text, text, anyelement) IS
+'idem_commit for a value of any type, recorded as to_jsonb(result)';
+
+-- Why a stored JSON value cannot be the to_jsonb of a value of type typ,
+-- or NULL when it can: a composite needs an object with exactly its
+-- attributes (recursively), an array type a JSON array, any other type
+-- (json and jsonb aside) a string, number or boolean. JSON null fits
+-- anything. path names the position in the messages ($, $.field, $[3]).
+-- Whether each scalar converts is left to idem_result.
+CREATE FUNCTION idem_shape_mismatch(value jsonb, typ regtype, path text DEFAULT '$')
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    base oid := typ;
+    t record;
+    found_kind text := jsonb_typeof(value);
+    name text;
+    why text;
+    i integer := 0;
+    element jsonb;
+BEGIN
+    IF found_kind IS NULL OR found_kind = 'null' THEN
+        RETURN NULL;
+    END IF;
+    LOOP   -- a domain has the shape of its base type
+        SELECT typtype, typbasetype, typrelid, typelem, typcategory INTO t FROM pg_type WHERE oid = base;
+        EXIT WHEN t.typtype <> 'd';
+        base := t.typbasetype;
+    END LOOP;
+    IF base IN ('json'::regtype, 'jsonb'::regtype) THEN
+        RETURN NULL;
+    ELSIF t.typrelid <> 0 THEN
+        IF found_kind <> 'object' THEN
+            RETURN format('At %s: type %s needs a JSON object, the stored value is a JSON %s.', path, base::regtype, found_kind);
+        END IF;
+        SELECT a.attname INTO name FROM pg_attribute a
+        WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped AND NOT value ? a.attname
+        ORDER BY a.attnum LIMIT 1;
+        IF FOUND THEN
+            RETURN format('At %s: field "%s" of type %s is missing from the stored value.', path, name, base::regtype);
+        END IF;
+        SELECT k INTO name FROM jsonb_object_keys(value) k
+        WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0
+                          AND NOT a.attisdropped AND a.attname = k)
+        ORDER BY k COLLATE "C" LIMIT 1;
+        IF FOUND THEN
+            RETURN format('At %s: the stored value has field "%s", which type %s does not have.', path, name, base::regtype);
+        END IF;
+        FOR t IN SELECT a.attname, a.atttypid FROM pg_attribute a
+                 WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum LOOP
+            why := @extschema@.idem_shape_mismatch(value -> t.attname::text, t.atttypid::regtype, path || '.' || t.attname);
+            IF why IS NOT NULL THEN
+                RETURN why;
+            END IF;
+        END LOOP;
+        RETURN NULL;
+    ELSIF t.typcategory = 'A' AND t.typelem <> 0 THEN
+        IF found_kind <> 'array' THEN
+            RETURN format('At %s: type %s needs a JSON array, the stored value is a JSON %s.', path, base::regtype, found_kind);
+        END IF;
+        FOR element IN SELECT e FROM jsonb_array_elements(value) e LOOP
+            -- A nested JSON array is the next dimension of the same array type.
+            why := @extschema@.idem_shape_mismatch(element,
+                       CASE WHEN jsonb_typeof(element) = 'array' THEN base ELSE t.typelem END::regtype,
+                       path || '[' || i || ']');
+            IF why IS NOT NULL THEN
+                RETURN why;
+            END IF;
+            i := i + 1;
+        END LOOP;
+        RETURN NULL;
+    ELSIF found_kind IN ('object', 'array') THEN
+        RETURN format('At %s: type %s needs a JSON string, number or boolean, the stored value is a JSON %s.', path, base::regtype, found_kind);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_shape_mismatch(jsonb, regtype, text) IS
+'Why a JSON value is not the shape to_jsonb gives the type, or NULL when it is (used by idem_result)';
+
+-- Decodes a replayed result into the caller's type: the inverse of
+-- idem_commit_typed. NULL when the outcome carries no result (any kind but
+-- prior_result) or the result is JSON null. A stored value that no longer
+-- fits the type (a missing or extra field, a JSON kind the type cannot
+-- take, a value that does not convert) raises ID001 "incompatible stored
+-- state", never a half-filled row.
+CREATE FUNCTION idem_result(outcome @extschema@.idem_outcome, template anyelement)
+RETURNS anyelement
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    typ regtype := pg_typeof(template);
+    stored jsonb := (outcome).result;
+    why text;
+    decoded ALIAS FOR $0;
+    composite boolean;
+BEGIN
+    IF stored IS NULL OR jsonb_typeof(stored) = 'null' THEN
+        RETURN NULL;
+    END IF;
+    SELECT t.typtype = 'p' OR (t.typtype = 'c' AND t.typrelid = 0), t.typrelid <> 0
+        INTO STRICT why, composite FROM pg_type t WHERE t.oid = typ;
+    IF why::boolean THEN
+        RAISE EXCEPTION 'idem_result needs a named type, not %', typ
+            USING ERRCODE = 'datatype_mismatch',
+                  DETAIL = 'Pass a NULL of the type to decode into, for example NULL::my_result.';
+    END IF;
+    why := @extschema@.idem_shape_mismatch(stored, typ);
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION 'incompatible stored state: the stored result does not fit type %', typ
+            USING ERRCODE = 'ID001', DETAIL = why,
+                  HINT = 'The type changed since the result was recorded. Decode it as jsonb, or use a new namespace for the new type.';
+    END IF;
+    BEGIN
+        IF composite THEN
+            decoded := jsonb_populate_record(template, stored);
+        ELSE
+            EXECUTE format('SELECT v FROM pg_catalog.jsonb_to_record($1) AS r(v %s)', typ)
+                INTO decoded USING jsonb_build_object('v', stored);
+        END IF;
+    EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
+        GET STACKED DIAGNOSTICS why = MESSAGE_TEXT;
+        RAISE EXCEPTION 'incompatible stored state: the stored result does not fit type %', typ
+            USING ERRCODE = 'ID001', DETAIL = 'A stored value does not convert: ' || why || '.',
+                  HINT = 'The type changed since the result was recorded. Decode it as jsonb, or use a new namespace for the new type.';
+    END;
+    RETURN decoded;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_result(idem_outcome, anyelement) IS
+'Decodes a replayed result into the type of template; ID001 when the stored shape no longer fits';

@@ -17,20 +17,23 @@ namespace {
 pg::Statement finish_in_progress = {
     "UPDATE idempotency.idempotency_record"
     " SET status = $3, result_payload = $4, error_payload = $5, updated_at = pg_catalog.now()"
-    " WHERE namespace = $1 AND key_value = $2 AND status = 'in_progress'",
+    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
+    " AND status OPERATOR(pg_catalog.=) 'in_progress'",
     5,
     {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID},
     nullptr};
 
 pg::Statement forget_in_progress = {
     "DELETE FROM idempotency.idempotency_record"
-    " WHERE namespace = $1 AND key_value = $2 AND status = 'in_progress'",
+    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
+    " AND status OPERATOR(pg_catalog.=) 'in_progress'",
     2,
     {TEXTOID, TEXTOID},
     nullptr};
 
 pg::Statement current_status = {
-    "SELECT status FROM idempotency.idempotency_record WHERE namespace = $1 AND key_value = $2",
+    "SELECT status FROM idempotency.idempotency_record"
+    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2",
     2,
     {TEXTOID, TEXTOID},
     nullptr};
