@@ -297,8 +297,12 @@ BEGIN
                   HINT = 'The type changed since the result was recorded. Decode it as jsonb, or use a new namespace for the new type.';
     END IF;
     BEGIN
+        -- Dynamic SQL for composites too: a cached jsonb_populate_record
+        -- keeps the row type it first saw for the rest of the transaction,
+        -- so a type altered in that transaction would decode half-filled.
         IF composite THEN
-            decoded := jsonb_populate_record(template, stored);
+            EXECUTE 'SELECT r.* FROM pg_catalog.jsonb_populate_record($1, $2) r'
+                INTO decoded USING template, stored;
         ELSE
             EXECUTE format('SELECT v FROM pg_catalog.jsonb_to_record($1) AS r(v %s)', typ)
                 INTO decoded USING jsonb_build_object('v', stored);
