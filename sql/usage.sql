@@ -1,0 +1,189 @@
+-- usage: every recipe of docs/usage.md, verbatim and in order (test/bin/check-release
+-- checks that they are), so the recipes cannot drift from the extension.
+
+CREATE TABLE payments (
+    id       bigserial PRIMARY KEY,
+    amount   numeric NOT NULL,
+    currency text NOT NULL
+);
+
+-- POST /payments. The caller runs it in its own transaction and commits:
+--   BEGIN; SELECT * FROM create_payment($1, $2); COMMIT;
+CREATE FUNCTION create_payment(idempotency_key text, body jsonb,
+                               OUT status integer, OUT response jsonb, OUT replayed boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    key text;
+    problem text;
+    o idempotency.idem_outcome;
+    payment_id bigint;
+BEGIN
+    replayed := false;
+    BEGIN
+        key := idempotency.idem_parse('payments', idempotency_key);
+    EXCEPTION WHEN invalid_parameter_value THEN
+        GET STACKED DIAGNOSTICS problem = PG_EXCEPTION_DETAIL;
+        status := 400;
+        response := jsonb_build_object('code', 'INVALID_IDEMPOTENCY_KEY', 'detail', problem);
+        RETURN;
+    END;
+    IF key IS NULL THEN
+        status := 400;
+        response := '{"code": "MISSING_IDEMPOTENCY_KEY"}';
+        RETURN;
+    END IF;
+
+    SELECT * INTO o FROM idempotency.idem_begin('payments', key, body);
+    CASE o.kind
+    WHEN 'fresh' THEN
+        IF (body ->> 'amount')::numeric <= 0 THEN
+            -- A business refusal is permanent: record it so a retry gets it too.
+            PERFORM idempotency.idem_fail_permanent('payments', key,
+                '{"class_tag": "InvalidAmount", "message": "amount must be positive"}');
+            status := 422;
+            response := '{"code": "InvalidAmount", "message": "amount must be positive"}';
+            RETURN;
+        END IF;
+        INSERT INTO payments (amount, currency)
+        VALUES ((body ->> 'amount')::numeric, body ->> 'currency')
+        RETURNING id INTO payment_id;
+        status := 201;
+        response := jsonb_build_object('payment_id', payment_id);
+        PERFORM idempotency.idem_commit('payments', key,
+            jsonb_build_object('status', status, 'body', response));
+    WHEN 'prior_result' THEN
+        status := (o.result ->> 'status')::integer;
+        response := o.result -> 'body';
+        replayed := true;
+    WHEN 'prior_error' THEN
+        status := 422;
+        response := jsonb_build_object('code', o.error ->> 'class_tag', 'message', o.error ->> 'message');
+        replayed := true;
+    WHEN 'in_flight' THEN
+        status := 409;     -- and the header Retry-After: 1
+        response := '{"code": "IDEMPOTENCY_REQUEST_IN_PROGRESS"}';
+    WHEN 'mismatch' THEN
+        status := 422;
+        response := '{"code": "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST"}';
+    END CASE;
+END;
+$$;
+
+SELECT * FROM create_payment('7d1c-44a0', '{"amount": 100, "currency": "EUR"}');
+SELECT * FROM create_payment('7d1c-44a0', '{"currency": "EUR", "amount": 100}');
+SELECT * FROM create_payment('7d1c-44a0', '{"amount": 999, "currency": "EUR"}');
+SELECT * FROM create_payment(NULL, '{"amount": 100, "currency": "EUR"}');
+SELECT * FROM create_payment(E'7d1c\n44a0', '{"amount": 100, "currency": "EUR"}');
+SELECT * FROM create_payment('b9e0-0001', '{"amount": -5, "currency": "EUR"}');
+SELECT * FROM create_payment('b9e0-0001', '{"amount": -5, "currency": "EUR"}');
+SELECT count(*) AS payments FROM payments;
+
+CREATE TABLE orders_paid (order_id text PRIMARY KEY, paid_at timestamptz NOT NULL);
+
+CREATE FUNCTION on_payment_succeeded(event_id text, event jsonb) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    o idempotency.idem_outcome;
+BEGIN
+    SELECT * INTO o FROM idempotency.idem_begin('psp-webhooks', event_id, event, interval '7 days');
+    IF o.kind = 'fresh' THEN
+        INSERT INTO orders_paid VALUES (event ->> 'order_id', now());
+        PERFORM idempotency.idem_commit('psp-webhooks', event_id, '{"status": 200}');
+        RETURN 200;
+    ELSIF o.kind = 'in_flight' THEN
+        RETURN 409;        -- the provider retries later
+    ELSE
+        RETURN 200;        -- already handled (or a conflicting duplicate): acknowledge
+    END IF;
+END;
+$$;
+
+SELECT on_payment_succeeded('evt_1NxQ', '{"type": "payment.succeeded", "order_id": "A-17"}');
+SELECT on_payment_succeeded('evt_1NxQ', '{"type": "payment.succeeded", "order_id": "A-17"}');
+SELECT count(*) AS rows_for_a17 FROM orders_paid WHERE order_id = 'A-17';
+
+CREATE TABLE stock (sku text PRIMARY KEY, quantity integer NOT NULL);
+INSERT INTO stock VALUES ('sku-1', 10);
+
+CREATE FUNCTION consume_reservation(message_id text, message jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    o idempotency.idem_outcome;
+BEGIN
+    SELECT * INTO o FROM idempotency.idem_begin('inventory-inbox', message_id, message);
+    CASE o.kind
+    WHEN 'fresh' THEN
+        UPDATE stock SET quantity = quantity - (message ->> 'quantity')::integer
+        WHERE sku = message ->> 'sku';
+        PERFORM idempotency.idem_commit('inventory-inbox', message_id, '{"applied": true}');
+        RETURN 'ack';
+    WHEN 'prior_result', 'prior_error' THEN
+        RETURN 'ack';              -- a redelivery: already applied
+    WHEN 'in_flight' THEN
+        RETURN 'retry';            -- another consumer has it right now
+    ELSE
+        RETURN 'dead-letter';      -- mismatch
+    END CASE;
+END;
+$$;
+
+SELECT consume_reservation('msg-001', '{"sku": "sku-1", "quantity": 3}');
+SELECT consume_reservation('msg-001', '{"sku": "sku-1", "quantity": 3}');
+SELECT consume_reservation('msg-001', '{"sku": "sku-1", "quantity": 4}');
+SELECT quantity FROM stock WHERE sku = 'sku-1';
+
+CREATE TABLE psp_outbox (
+    idempotency_key text PRIMARY KEY,
+    request         jsonb NOT NULL,
+    sent_at         timestamptz
+);
+
+INSERT INTO psp_outbox (idempotency_key, request)
+VALUES (idempotency.idem_mint('psp-charges', ARRAY['tenant-42', 'invoice-1001', 'capture']),
+        '{"amount": 100, "currency": "EUR"}')
+ON CONFLICT (idempotency_key) DO NOTHING;
+
+-- The same operation retried (another process, after a restart): the same key, no second call.
+INSERT INTO psp_outbox (idempotency_key, request)
+VALUES (idempotency.idem_mint('psp-charges', ARRAY['tenant-42', 'invoice-1001', 'capture']),
+        '{"amount": 100, "currency": "EUR"}')
+ON CONFLICT (idempotency_key) DO NOTHING;
+
+SELECT idempotency_key, request FROM psp_outbox;
+
+CREATE TABLE accounts (id integer PRIMARY KEY, balance numeric NOT NULL);
+INSERT INTO accounts VALUES (1, 100), (2, 0);
+
+CREATE PROCEDURE transfer(key text, from_id integer, to_id integer, amount numeric)
+LANGUAGE plpgsql AS $$
+DECLARE
+    o idempotency.idem_outcome;
+BEGIN
+    SELECT * INTO o FROM idempotency.idem_begin('transfers', key,
+        jsonb_build_object('from', from_id, 'to', to_id, 'amount', amount));
+    IF o.kind = 'fresh' THEN
+        UPDATE accounts SET balance = balance - amount WHERE id = from_id;
+        UPDATE accounts SET balance = balance + amount WHERE id = to_id;
+        PERFORM idempotency.idem_commit('transfers', key, jsonb_build_object('moved', amount));
+    ELSIF o.kind <> 'prior_result' THEN
+        RAISE EXCEPTION 'transfer % not applied: %', key, o.kind;
+    END IF;
+    COMMIT;
+END;
+$$;
+
+CALL transfer('tr-1', 1, 2, 30);
+CALL transfer('tr-1', 1, 2, 30);
+SELECT id, balance FROM accounts ORDER BY id;
+
+CREATE TYPE refund_receipt AS (refund_id integer, amount numeric);
+
+SELECT kind FROM idempotency.idem_begin_typed('refunds', 'rf-1', 25);
+SELECT idempotency.idem_commit_typed('refunds', 'rf-1', ROW(501, 25)::refund_receipt);
+
+SELECT o.kind, r.refund_id, r.amount
+FROM idempotency.idem_begin_typed('refunds', 'rf-1', 25) o,
+     idempotency.idem_result(o, NULL::refund_receipt) r;
+
+-- What the pg_cron recipe schedules; scheduling itself runs in test/t/003_pg_cron.pl.
+CALL idempotency.idem_purge_batches(10000);
