@@ -1,6 +1,9 @@
 -- typed: idem_begin_typed / idem_commit_typed take values of any type
 -- (converted with to_jsonb) and idem_result decodes a replay back into the
 -- caller's type, with ID001 when the stored shape no longer fits it.
+-- PL/pgSQL line numbers in CONTEXT lines would tie this file to the
+-- function's layout; messages, details and hints are what matters.
+\set SHOW_CONTEXT never
 CREATE TYPE pg_temp.charge AS (amount integer, currency text);
 CREATE TYPE pg_temp.receipt AS (payment_id integer, charged pg_temp.charge, tags text[]);
 
