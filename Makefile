@@ -50,7 +50,7 @@ $(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp test/unit/*.hpp
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc -DIDEM_KAT_CSV='"$(CURDIR)/test/kat/vectors.csv"' $(CORE_SRCS) $(UNIT_SRCS) \
 		-lgtest -lgtest_main -lpthread -lcrypto -o $@
 
-.PHONY: unittest run test stop
+.PHONY: unittest run test stop bench
 unittest: $(UNIT_BIN)
 	$(UNIT_BIN)
 
@@ -63,4 +63,8 @@ stop:
 test:
 	test/bin/run-tests
 
-EXTRA_CLEAN = build output_iso results regression.diffs regression.out tmp_check
+# make bench [ARGS=--quick]: the benchmark against the other contenders (bench/).
+bench:
+	bench/run $(ARGS)
+
+EXTRA_CLEAN = build output_iso results regression.diffs regression.out tmp_check bench/results/chart.dat

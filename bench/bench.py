@@ -1,0 +1,401 @@
+#!/usr/bin/python3
+"""bench.py: the idempotency extension against the bare-SQL ceiling, a
+PL/pgSQL implementation and a client-side implementation, in one run.
+
+Run through `make bench` (bench/run), which builds and installs the
+extension, starts a private server unless PGHOST/PGPORT name one, and calls
+this script with the connection in the PG* variables. Every scenario runs
+with pgbench -M prepared (the client-side contender with its own Python
+processes), contenders alternating A B C D A B C D so that machine drift
+cancels; the table reports medians of the repetitions.
+
+Writes bench/results/results.md (the table), results.csv and chart.png."""
+import argparse
+import csv
+import json
+import os
+import pathlib
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import client_side
+
+HERE = pathlib.Path(__file__).resolve().parent
+SCRIPTS = HERE / "scripts"
+REQUEST = {"amount": 100, "currency": "EUR", "customer": "c-42",
+           "items": [{"sku": "a-1", "qty": 2}, {"sku": "b-7", "qty": 1}]}
+OTHER = dict(REQUEST, amount=101)
+RESULT = {"payment_id": 7, "status": "captured"}
+CONTENDERS = ["extension", "ceiling", "plpgsql", "client"]
+
+
+def psql(sql, db=None, options=None):
+    """Runs SQL with psql; returns its unaligned output, raising on error."""
+    env = dict(os.environ)
+    if options:
+        env["PGOPTIONS"] = options
+    out = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db or DB, "-c", sql],
+                         env=env, check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, int(round(p / 100.0 * len(ordered) + 0.5)) - 1))
+    return ordered[index]
+
+
+def pgbench(script, clients, duration, sync, variables, logdir=None):
+    """One pgbench run; returns (transactions, latencies in ms, transaction end times)."""
+    env = dict(os.environ, PGOPTIONS=f"-c synchronous_commit={sync}")
+    with tempfile.TemporaryDirectory(dir=logdir) as tmp:
+        cmd = ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(min(clients, THREADS)),
+               "-T", str(duration), "-f", str(SCRIPTS / script), "-l", "--log-prefix", f"{tmp}/log", DB]
+        for name, value in variables.items():
+            cmd[1:1] = ["-D", f"{name}={value}"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        failed = re.search(r"number of failed transactions: (\d+)", done.stdout)
+        if done.returncode != 0 or (failed and int(failed.group(1)) > 0):
+            sys.exit(f"pgbench {script} failed:\n{done.stdout}\n{done.stderr}")
+        latencies, ends = [], []
+        for log in pathlib.Path(tmp).glob("log*"):
+            for line in log.read_text().splitlines():
+                f = line.split()
+                latencies.append(int(f[2]) / 1000.0)
+                ends.append(int(f[4]) + int(f[5]) / 1e6)
+    return len(latencies), latencies, ends
+
+
+def run_contender(contender, scenario, clients, duration, sync, ns, nkeys=0, round_no=0):
+    """One run of one contender; returns (tps, latencies)."""
+    if contender == "client":
+        conninfo = f"dbname={DB} options='-c synchronous_commit={sync}'"
+        n, lat, counts = client_side.run(scenario, conninfo, clients, duration, ns, nkeys, round_no,
+                                         REQUEST, OTHER, RESULT)
+        return n / duration, lat
+    variables = {"ns": ns, "nkeys": nkeys, "round": round_no}
+    n, lat, _ = pgbench(f"{contender}_{scenario}.sql", clients, duration, sync, variables)
+    return n / duration, lat
+
+
+def record_table(contender):
+    return "idempotency.idempotency_record" if contender == "extension" else f"{contender}.record"
+
+
+def prepopulate(nkeys):
+    """nkeys committed records in namespace 'replay' for every contender, the
+    request hashed the way each one hashes it."""
+    psql(f"""SELECT count(*) FROM generate_series(1, {nkeys}) i,
+                    LATERAL idempotency.idem_begin('replay', i::text, '{json.dumps(REQUEST)}') o,
+                    LATERAL idempotency.idem_commit('replay', i::text, '{json.dumps(RESULT)}') c""")
+    for contender, digest in (("ceiling", "'\\x' || repeat('00', 32)"),
+                              ("plpgsql", f"sha256(convert_to('{json.dumps(REQUEST)}'::jsonb::text, 'UTF8'))"),
+                              ("client", f"idempotency.idem_request_hash('{json.dumps(REQUEST)}')")):
+        psql(f"""INSERT INTO {contender}.record
+                 SELECT 'replay', i::text, 'committed', ({digest})::bytea, '{json.dumps(REQUEST)}',
+                        '{json.dumps(RESULT)}', NULL, now(), now(), now() + interval '1 day'
+                 FROM generate_series(1, {nkeys}) i""")
+    psql("VACUUM ANALYZE")
+
+
+def summarize(rows, scenario, sync, per_contender):
+    """Medians over repetitions: tps, mean and p99 latency."""
+    for contender, runs in per_contender.items():
+        tps = statistics.median(r[0] for r in runs)
+        mean = statistics.median(statistics.fmean(r[1]) for r in runs)
+        p99 = statistics.median(percentile(r[1], 99) for r in runs)
+        rows.append({"scenario": scenario, "sync": sync, "contender": contender,
+                     "tps": tps, "mean_ms": mean, "p99_ms": p99})
+
+
+def cycle_scenarios(rows, args):
+    """fresh, replay, mismatch and contention for all four contenders."""
+    prepopulate(args.nkeys)
+    round_no = 0
+    for scenario, syncs, clients in (("fresh", ("off", "on"), 8), ("replay", ("off",), 8),
+                                     ("mismatch", ("off",), 8), ("contention", ("off", "on"), 16)):
+        for sync in syncs:
+            per = {c: [] for c in CONTENDERS}
+            for rep in range(args.reps):
+                order = CONTENDERS[rep % len(CONTENDERS):] + CONTENDERS[:rep % len(CONTENDERS)]
+                for contender in order:
+                    round_no += 1
+                    ns = "hot" if scenario == "contention" else ("replay" if scenario in ("replay", "mismatch") else "fresh")
+                    per[contender].append(run_contender(contender, scenario, clients, args.duration, sync, ns,
+                                                        args.nkeys, round_no))
+                    if scenario == "contention":
+                        check_round(contender, round_no)
+            summarize(rows, scenario, "on" if sync == "on" else ("off" if len(syncs) > 1 else "either (read-only)"), per)
+            print_progress(rows)
+
+
+def check_round(contender, round_no):
+    """The count of fresh answers must equal the distinct keys of the round,
+    with exactly one business row per key; otherwise the run fails."""
+    fresh, keys, business, rows, total = psql(f"""
+        SELECT (SELECT count(*) FROM bench.tally WHERE contender = '{contender}' AND round = {round_no} AND kind = 'fresh'),
+               (SELECT count(*) FROM {record_table(contender)} WHERE namespace = 'hot'
+                    AND key_value::bigint / 1000 = {round_no}),
+               (SELECT count(DISTINCT key_value) FROM bench.business WHERE contender = '{contender}' AND round = {round_no}),
+               (SELECT count(*) FROM bench.business WHERE contender = '{contender}' AND round = {round_no}),
+               (SELECT count(*) FROM bench.tally WHERE contender = '{contender}' AND round = {round_no})""").split("|")
+    kinds = psql(f"""SELECT string_agg(kind || '=' || n, ' ' ORDER BY kind) FROM
+                     (SELECT kind, count(*) n FROM bench.tally WHERE contender = '{contender}' AND round = {round_no}
+                      GROUP BY kind) t""")
+    CONTENTION_COUNTS.setdefault(contender, []).append(kinds)
+    if not (fresh == keys == business == rows) or int(keys) == 0:
+        sys.exit(f"contention round {round_no} of {contender}: {fresh} fresh answers, {keys} keys, "
+                 f"{business} business keys in {rows} rows ({kinds}); exactly one fresh per key is required")
+
+
+def make_payload(target):
+    """A nested JSON value of about target bytes of canonical text: objects
+    of arrays of objects, with strings, numbers and booleans."""
+    def item(i):
+        return {"id": i, "name": f"item-{i:06d}", "price": i * 1.25, "tags": ["a", "b", f"t{i % 7}"],
+                "active": i % 2 == 0, "dims": {"w": i % 13, "h": i % 17, "unit": "cm"}}
+    size_of_one = len(json.dumps(item(0), separators=(",", ":")))
+    n = max(1, target // size_of_one)
+    groups = [{"group": g, "items": [item(g * 100 + i) for i in range(min(100, n - g * 100))]}
+              for g in range((n + 99) // 100)]
+    return {"customer": "c-42", "groups": groups}
+
+
+def fingerprint_scenario(rows, args):
+    """idem_request_hash against sha256(convert_to(payload::text, 'UTF8'))."""
+    sizes = (("1 KiB", 1024), ("64 KiB", 65536), ("1 MiB", 1048576))
+    for i, (label, size) in enumerate(sizes, 1):
+        payload = json.dumps(make_payload(size))
+        psql(f"INSERT INTO bench.payloads VALUES ({i}, '{label}', '{payload}')")
+    for i, (label, size) in enumerate(sizes, 1):
+        nbytes = int(psql(f"SELECT octet_length(idempotency.idem_canonical(payload)) FROM bench.payloads WHERE id = {i}"))
+        per = {"extension": [], "built-in": []}
+        for rep in range(args.reps):
+            for contender in (("extension", "builtin") if rep % 2 == 0 else ("builtin", "extension")):
+                n, lat, _ = pgbench(f"{contender}_fingerprint.sql", THREADS, args.fingerprint_duration, "off", {"id": i})
+                name = "built-in" if contender == "builtin" else contender
+                per[name].append((n / args.fingerprint_duration, lat))
+        for contender, runs in per.items():
+            tps = statistics.median(r[0] for r in runs)
+            rows.append({"scenario": f"fingerprint {label}", "sync": "either (read-only)", "contender": contender,
+                         "tps": tps, "mean_ms": statistics.median(statistics.fmean(r[1]) for r in runs),
+                         "p99_ms": statistics.median(percentile(r[1], 99) for r in runs),
+                         "mb_per_s": tps * nbytes / 1e6})
+        print_progress(rows)
+
+
+def bulk_load(namespace, n, expired):
+    """n committed records in namespace, expired or not, straight into the table."""
+    expires = "now() - interval '1 day'" if expired else "now() + interval '1 day'"
+    psql(f"""INSERT INTO idempotency.idempotency_record
+             SELECT '{namespace}', i::text, 'committed', idempotency.idem_request_hash('{json.dumps(REQUEST)}'),
+                    '{json.dumps(REQUEST)}', '{json.dumps(RESULT)}', NULL, now(), now(), {expires}
+             FROM generate_series(1, {n}) i""")
+    psql("VACUUM ANALYZE idempotency.idempotency_record")
+
+
+def purge_scenario(rows, args):
+    """Purge rate of n expired rows under a concurrent fresh-cycle load, and
+    that load's p99 during the purge against the same load without it."""
+    for sync in ("off", "on"):
+        baseline = pgbench("extension_fresh.sql", 4, args.purge_load, sync, {"ns": "purgeload", "nkeys": 0, "round": 0})
+        bulk_load("purge", args.purge_rows, expired=True)
+        env = dict(os.environ, PGOPTIONS=f"-c synchronous_commit={sync}")
+        with tempfile.TemporaryDirectory() as tmp:
+            load = subprocess.Popen(["pgbench", "-n", "-M", "prepared", "-c", "4", "-j", str(THREADS), "-T",
+                                     str(args.purge_load), "-f", str(SCRIPTS / "extension_fresh.sql"),
+                                     "-D", "ns=purgeload", "-l", "--log-prefix", f"{tmp}/log", DB],
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(1.0)
+            start = time.time()
+            subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-c",
+                            "CALL idempotency.idem_purge_batches(10000)"], env=env, check=True, capture_output=True)
+            end = time.time()
+            load.communicate()
+            during = []
+            for log in pathlib.Path(tmp).glob("log*"):
+                for line in log.read_text().splitlines():
+                    f = line.split()
+                    finished = int(f[4]) + int(f[5]) / 1e6
+                    if start <= finished <= end:
+                        during.append(int(f[2]) / 1000.0)
+        left = int(psql("SELECT count(*) FROM idempotency.idempotency_record WHERE namespace = 'purge'"))
+        if left:
+            sys.exit(f"purge left {left} expired rows")
+        rate = args.purge_rows / (end - start)
+        rows.append({"scenario": f"purge {args.purge_rows:,} rows", "sync": sync, "contender": "extension",
+                     "tps": float("nan"), "mean_ms": float("nan"), "p99_ms": float("nan"),
+                     "rows_per_s": rate, "p99_base_ms": percentile(baseline[1], 99),
+                     "p99_during_ms": percentile(during, 99), "samples_during": len(during),
+                     "purge_s": end - start})
+        print_progress(rows)
+
+
+def growth_scenario(rows, args):
+    """Fresh-cycle and replay latency with n rows already in the table."""
+    for n in args.growth:
+        psql("TRUNCATE idempotency.idempotency_record")
+        started = time.time()
+        bulk_load("growth", n, expired=False)
+        load_s = time.time() - started
+        for sync in ("off", "on"):
+            for scenario in ("fresh", "replay"):
+                if scenario == "replay" and sync == "on":
+                    continue
+                runs = [run_contender("extension", scenario, 8, args.duration, sync, "growth", n)
+                        for _ in range(args.reps)]
+                summarize(rows, f"{scenario} with {n:,} rows", sync if scenario == "fresh" else "either (read-only)",
+                          {"extension": runs})
+        rows[-1]["load_s"] = load_s
+        print_progress(rows)
+
+
+PRINTED = [0]
+CONTENTION_COUNTS = {}
+
+
+def print_progress(rows):
+    for row in rows[PRINTED[0]:]:
+        extra = ""
+        if "mb_per_s" in row:
+            extra = f"  {row['mb_per_s']:.1f} MB/s"
+        if "rows_per_s" in row:
+            extra = (f"  {row['rows_per_s']:,.0f} rows/s, load p99 {row['p99_during_ms']:.2f} ms during purge"
+                     f" vs {row['p99_base_ms']:.2f} ms without")
+        print(f"  {row['scenario']:<28} sync={row['sync']:<19} {row['contender']:<10}"
+              f" tps={row['tps']:>9.0f} mean={row['mean_ms']:.3f}ms p99={row['p99_ms']:.3f}ms{extra}", flush=True)
+    PRINTED[0] = len(rows)
+
+
+def ratio_to_extension(rows):
+    base = {(r["scenario"], r["sync"]): r["tps"] for r in rows if r["contender"] == "extension"}
+    for r in rows:
+        b = base.get((r["scenario"], r["sync"]))
+        r["ratio"] = r["tps"] / b if b and r["tps"] == r["tps"] else float("nan")
+
+
+def write_outputs(rows, args, elapsed):
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ratio_to_extension(rows)
+    fields = ["scenario", "sync", "contender", "tps", "mean_ms", "p99_ms", "ratio", "mb_per_s", "rows_per_s",
+              "p99_base_ms", "p99_during_ms", "samples_during", "purge_s", "load_s"]
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    server = psql("SELECT version()")
+    settings = psql("SELECT string_agg(name || '=' || setting || coalesce(unit, ''), ', ' ORDER BY name) FROM pg_settings"
+                    " WHERE name IN ('shared_buffers', 'max_wal_size', 'fsync', 'wal_level', 'checkpoint_timeout')")
+    lines = [f"Run of `make bench{' ARGS=--quick' if args.quick else ''}` ({'quick' if args.quick else 'full'} mode,"
+             f" {args.reps} repetitions of {args.duration} s per contender and scenario, alternating; medians),"
+             f" {time.strftime('%Y-%m-%d')}, {elapsed / 60:.1f} minutes.", "",
+             f"Machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
+             f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB RAM, {platform.platform()}.",
+             f"Server: {server}; {settings}. Clients: pgbench -M prepared (8 clients, 16 for contention) on the same machine.",
+             "", "| scenario | synchronous_commit | contender | tps | mean ms | p99 ms | ratio to extension | other |",
+             "|---|---|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        other = ""
+        if "mb_per_s" in r:
+            other = f"{r['mb_per_s']:.1f} MB/s"
+        if "rows_per_s" in r:
+            other = (f"{r['rows_per_s']:,.0f} rows/s ({r['purge_s']:.1f} s); load p99 {r['p99_during_ms']:.2f} ms during"
+                     f" vs {r['p99_base_ms']:.2f} ms without ({r['p99_during_ms'] / r['p99_base_ms']:.2f}x,"
+                     f" {r['samples_during']} transactions)")
+        if "load_s" in r:
+            other = f"table loaded in {r['load_s']:.0f} s"
+        def num(v, fmt):
+            return "" if v != v else format(v, fmt)
+        lines.append(f"| {r['scenario']} | {r['sync']} | {r['contender']} | {num(r['tps'], ',.0f')} |"
+                     f" {num(r['mean_ms'], '.3f')} | {num(r['p99_ms'], '.3f')} | {num(r['ratio'], '.2f')} | {other} |")
+    if CONTENTION_COUNTS:
+        lines += ["", "Contention outcomes per round (every round had exactly one fresh per key):", ""]
+        for contender, rounds in CONTENTION_COUNTS.items():
+            lines.append(f"- {contender}: " + "; ".join(rounds))
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    chart(rows, out)
+    print("\n".join(lines[5:]))
+    print(f"\nwrote {out / 'results.md'}, {out / 'results.csv'} and {out / 'chart.png'}")
+
+
+def chart(rows, out):
+    """Throughput of each contender relative to the extension, per scenario."""
+    picked = [r for r in rows if r["contender"] != "extension" and r["ratio"] == r["ratio"]]
+    scenarios = []
+    for r in picked:
+        name = r["scenario"] + ("" if r["sync"].startswith("either") else f" (sync {r['sync']})")
+        if name not in scenarios:
+            scenarios.append(name)
+    contenders = [c for c in ("ceiling", "plpgsql", "client", "built-in") if any(r["contender"] == c for r in picked)]
+    data = out / "chart.dat"
+    with open(data, "w") as f:
+        f.write("scenario " + " ".join(contenders) + "\n")
+        for s in scenarios:
+            vals = []
+            for c in contenders:
+                match = [r["ratio"] for r in picked if r["contender"] == c and
+                         r["scenario"] + ("" if r["sync"].startswith("either") else f" (sync {r['sync']})") == s]
+                vals.append(f"{match[0]:.3f}" if match else "NaN")
+            f.write('"' + s + '" ' + " ".join(vals) + "\n")
+    plot = f"""set terminal pngcairo size 1100,520 font ",10"
+set output "{out / 'chart.png'}"
+set title "Throughput relative to the extension (1.0 = as fast; below 1 = slower than the extension)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set yrange [0:*]
+set grid ytics
+set xtics rotate by -25 scale 0
+set key top right
+set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2 lc rgb "black"
+plot for [i=2:{len(contenders) + 1}] "{data}" using i:xtic(1) title columnheader(i)
+"""
+    subprocess.run(["gnuplot"], input=plot, text=True, check=True)
+
+
+def main():
+    global DB, THREADS
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short runs and small tables, for iteration")
+    parser.add_argument("--only", default="cycle,fingerprint,purge,growth",
+                        help="comma-separated scenario groups: cycle, fingerprint, purge, growth")
+    parser.add_argument("--out", default=str(HERE / "results"))
+    args = parser.parse_args()
+    if args.quick:
+        args.duration, args.reps, args.nkeys, args.fingerprint_duration = 2, 2, 10000, 2
+        args.purge_rows, args.purge_load, args.growth = 100000, 6, [10**4, 10**5]
+    else:
+        args.duration, args.reps, args.nkeys, args.fingerprint_duration = 5, 3, 100000, 3
+        args.purge_rows, args.purge_load, args.growth = 1000000, 20, [10**5, 10**7]
+    THREADS = max(2, os.cpu_count() or 2)
+    DB = "idempotency_bench"
+    started = time.time()
+    psql(f"DROP DATABASE IF EXISTS {DB}", db="postgres")
+    psql(f"CREATE DATABASE {DB}", db="postgres")
+    subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-f", str(HERE / "contenders.sql")],
+                   check=True, capture_output=True)
+    rows = []
+    groups = args.only.split(",")
+    print(f"benchmark ({'quick' if args.quick else 'full'}): {', '.join(groups)}", flush=True)
+    if "cycle" in groups:
+        cycle_scenarios(rows, args)
+    if "fingerprint" in groups:
+        fingerprint_scenario(rows, args)
+    if "purge" in groups:
+        purge_scenario(rows, args)
+    if "growth" in groups:
+        growth_scenario(rows, args)
+    write_outputs(rows, args, time.time() - started)
+
+
+DB = THREADS = None
+if __name__ == "__main__":
+    main()
