@@ -39,8 +39,8 @@ def psql(sql, db=None, options=None):
     env = dict(os.environ)
     if options:
         env["PGOPTIONS"] = options
-    out = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db or DB, "-c", sql],
-                         env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db or DB],
+                         input=sql, env=env, check=True, capture_output=True, text=True)
     return out.stdout.strip()
 
 
