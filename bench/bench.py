@@ -292,7 +292,7 @@ def write_outputs(rows, args, elapsed):
         w.writeheader()
         w.writerows(rows)
     server = psql("SELECT version()")
-    settings = psql("SELECT string_agg(name || '=' || setting || coalesce(unit, ''), ', ' ORDER BY name) FROM pg_settings"
+    settings = psql("SELECT string_agg(name || '=' || current_setting(name), ', ' ORDER BY name) FROM pg_settings"
                     " WHERE name IN ('shared_buffers', 'max_wal_size', 'fsync', 'wal_level', 'checkpoint_timeout')")
     lines = [f"Run of `make bench{' ARGS=--quick' if args.quick else ''}` ({'quick' if args.quick else 'full'} mode,"
              f" {args.reps} repetitions of {args.duration} s per contender and scenario, alternating; medians),"
@@ -354,7 +354,7 @@ set style fill solid 0.8 border -1
 set yrange [0:*]
 set grid ytics
 set xtics rotate by -25 scale 0
-set key top right
+set key outside right top
 set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2 lc rgb "black"
 plot for [i=2:{len(contenders) + 1}] "{data}" using i:xtic(1) title columnheader(i)
 """
