@@ -279,13 +279,15 @@ DECLARE
     why text;
     decoded ALIAS FOR $0;
     composite boolean;
+    anonymous boolean;
+    hint constant text := 'The type changed since the result was recorded. Decode it as jsonb, or use a new namespace for the new type.';
 BEGIN
     IF stored IS NULL OR jsonb_typeof(stored) = 'null' THEN
         RETURN NULL;
     END IF;
     SELECT t.typtype = 'p' OR (t.typtype = 'c' AND t.typrelid = 0), t.typrelid <> 0
-        INTO STRICT why, composite FROM pg_type t WHERE t.oid = typ;
-    IF why::boolean THEN
+        INTO STRICT anonymous, composite FROM pg_type t WHERE t.oid = typ;
+    IF anonymous THEN
         RAISE EXCEPTION 'idem_result needs a named type, not %', typ
             USING ERRCODE = 'datatype_mismatch',
                   DETAIL = 'Pass a NULL of the type to decode into, for example NULL::my_result.';
@@ -294,7 +296,7 @@ BEGIN
     IF why IS NOT NULL THEN
         RAISE EXCEPTION 'incompatible stored state: the stored result does not fit type %', typ
             USING ERRCODE = 'ID001', DETAIL = why,
-                  HINT = 'The type changed since the result was recorded. Decode it as jsonb, or use a new namespace for the new type.';
+                  HINT = hint;
     END IF;
     BEGIN
         -- Dynamic SQL for composites too: a cached jsonb_populate_record
@@ -311,7 +313,7 @@ BEGIN
         GET STACKED DIAGNOSTICS why = MESSAGE_TEXT;
         RAISE EXCEPTION 'incompatible stored state: the stored result does not fit type %', typ
             USING ERRCODE = 'ID001', DETAIL = 'A stored value does not convert: ' || why || '.',
-                  HINT = 'The type changed since the result was recorded. Decode it as jsonb, or use a new namespace for the new type.';
+                  HINT = hint;
     END;
     RETURN decoded;
 END;
