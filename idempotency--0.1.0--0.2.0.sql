@@ -196,6 +196,7 @@ AS $$
 DECLARE
     base oid := typ;
     t record;
+    attr record;
     found_kind text := jsonb_typeof(value);
     name text;
     why text;
@@ -229,9 +230,10 @@ BEGIN
         IF FOUND THEN
             RETURN format('At %s: the stored value has field "%s", which type %s does not have.', path, name, base::regtype);
         END IF;
-        FOR t IN SELECT a.attname, a.atttypid FROM pg_attribute a
-                 WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum LOOP
-            why := @extschema@.idem_shape_mismatch(value -> t.attname::text, t.atttypid::regtype, path || '.' || t.attname);
+        FOR attr IN SELECT a.attname, a.atttypid FROM pg_attribute a
+                    WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum LOOP
+            why := @extschema@.idem_shape_mismatch(value -> attr.attname::text, attr.atttypid::regtype,
+                                                   path || '.' || attr.attname);
             IF why IS NOT NULL THEN
                 RETURN why;
             END IF;

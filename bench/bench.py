@@ -13,6 +13,7 @@ Writes bench/results/results.md (the table), results.csv and chart.png."""
 import argparse
 import csv
 import json
+import math
 import os
 import pathlib
 import platform
@@ -278,7 +279,7 @@ def ratio_to_extension(rows):
     base = {(r["scenario"], r["sync"]): r["tps"] for r in rows if r["contender"] == "extension"}
     for r in rows:
         b = base.get((r["scenario"], r["sync"]))
-        r["ratio"] = r["tps"] / b if b and r["tps"] == r["tps"] else float("nan")
+        r["ratio"] = r["tps"] / b if b and not math.isnan(r["tps"]) else float("nan")
 
 
 def write_outputs(rows, args, elapsed):
@@ -313,7 +314,7 @@ def write_outputs(rows, args, elapsed):
         if "load_s" in r:
             other = f"table loaded in {r['load_s']:.0f} s"
         def num(v, fmt):
-            return "" if v != v else format(v, fmt)
+            return "" if math.isnan(v) else format(v, fmt)
         lines.append(f"| {r['scenario']} | {r['sync']} | {r['contender']} | {num(r['tps'], ',.0f')} |"
                      f" {num(r['mean_ms'], '.3f')} | {num(r['p99_ms'], '.3f')} | {num(r['ratio'], '.2f')} | {other} |")
     if CONTENTION_COUNTS:
@@ -328,7 +329,7 @@ def write_outputs(rows, args, elapsed):
 
 def chart(rows, out):
     """Throughput of each contender relative to the extension, per scenario."""
-    picked = [r for r in rows if r["contender"] != "extension" and r["ratio"] == r["ratio"]]
+    picked = [r for r in rows if r["contender"] != "extension" and not math.isnan(r["ratio"])]
     scenarios = []
     for r in picked:
         name = r["scenario"] + ("" if r["sync"].startswith("either") else f" (sync {r['sync']})")
