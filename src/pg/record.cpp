@@ -50,7 +50,11 @@ void forget_relations(Datum, Oid relid) {
   if (relid == InvalidOid || relid == cached.table || relid == cached.pkey) cached = Relations{};
 }
 
-const Relations& relations() {
+// The table's and its primary key's OIDs, looked up once per backend.
+// Returned by value: opening the table accepts invalidation messages, and
+// forget_relations may clear the cache between the table_open and the
+// index_open that follow.
+Relations relations() {
   if (OidIsValid(cached.table)) return cached;
   const Oid schema = get_namespace_oid("idempotency", true);
   Relations r;
@@ -87,7 +91,7 @@ LOCKTAG lock_key(const text* ns, const text* key) {
 void unlock_key(const LOCKTAG& tag) { LockRelease(&tag, ExclusiveLock, false); }
 
 Probe probe_key(const text* ns, const text* key) {
-  const Relations& r = relations();
+  const Relations r = relations();
   Relation table = table_open(r.table, AccessShareLock);
   Relation index = index_open(r.pkey, AccessShareLock);
 
