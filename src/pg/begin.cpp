@@ -19,6 +19,7 @@ extern "C" {
 #include "record.hpp"
 #include "settings.hpp"
 #include "spi.hpp"
+#include "stats.hpp"
 #include "text.hpp"
 
 using namespace idem;
@@ -26,6 +27,7 @@ using namespace idem;
 namespace {
 
 enum Kind { fresh, in_flight, prior_result, prior_error, mismatch, kind_count };
+static_assert(pg::begin_mismatch - pg::begin_fresh == mismatch, "begin counters follow the kinds");
 constexpr const char* kind_labels[kind_count] = {"fresh", "in_flight", "prior_result", "prior_error",
                                                  "mismatch"};
 
@@ -71,6 +73,7 @@ Outcome outcome(Kind kind, Datum submitted_hash) {
 Datum to_datum(FunctionCallInfo fcinfo, Outcome& o) {
   OutcomeType& t = outcome_type(fcinfo);
   o.values[0] = t.kinds[o.kind], o.nulls[0] = false;
+  pg::count(static_cast<pg::Counter>(pg::begin_fresh + o.kind));
   return HeapTupleGetDatum(heap_form_tuple(t.desc, o.values, o.nulls));
 }
 
@@ -176,6 +179,7 @@ IDEM_FUNCTION(idem_begin) {
 
     if (p.found == pg::Found::busy) {
       if (pg::in_flight_wait_ms > 0 && GetCurrentTimestamp() < deadline) {
+        pg::count(pg::waits);
         wait_for(p.busy_xid, deadline);
         continue;  // the holder ended (or time is up): look again
       }

@@ -1,5 +1,6 @@
 // module.cpp: the library's identity for PostgreSQL's loader and its
-// start-up: the GUCs and the cache invalidation hook.
+// start-up: the GUCs, the cache invalidation hook and, when preloaded, the
+// shared memory for the counters.
 #include "postgres.hpp"
 
 #include <climits>
@@ -10,6 +11,7 @@ extern "C" {
 
 #include "record.hpp"
 #include "settings.hpp"
+#include "stats.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;
@@ -33,10 +35,15 @@ void _PG_init(void) {
       "0 answers in_flight at once; otherwise idem_begin waits up to this long for the other transaction "
       "to end and then answers with its outcome.",
       &idem::pg::in_flight_wait_ms, 0, 0, INT_MAX, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "idempotency.track_counters", "Whether calls add to the counters of idem_stats.",
+      "Takes effect only when the library is in shared_preload_libraries.", &idem::pg::track_counters, true,
+      PGC_SUSET, 0, nullptr, nullptr, nullptr);
 #if PG_VERSION_NUM >= 150000
   MarkGUCPrefixReserved("idempotency");
 #else
   EmitWarningsOnPlaceholders("idempotency");
 #endif
   idem::pg::register_record_invalidation();
+  if (process_shared_preload_libraries_in_progress) idem::pg::request_stats_memory();
 }

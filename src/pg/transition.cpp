@@ -8,6 +8,7 @@
 #include "../core/error.hpp"
 #include "guard.hpp"
 #include "spi.hpp"
+#include "stats.hpp"
 #include "text.hpp"
 
 using namespace idem;
@@ -110,6 +111,7 @@ void finish(FunctionCallInfo fcinfo, bool committing) {
                            PointerGetDatum(payload), PointerGetDatum(payload)};
   if (pg::execute(finish_in_progress, values, committing ? "    n" : "   n ") == 0)
     not_in_progress(ns, key, committing ? "commit" : "fail");
+  pg::count(committing ? pg::commits : pg::permanent_failures);
 }
 
 }  // namespace
@@ -135,5 +137,6 @@ IDEM_FUNCTION(idem_fail_transient) {
   text* key = pg::key_arg(fcinfo, 1);
   const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
   if (pg::execute(forget_in_progress, values, "  ") == 0) not_in_progress(ns, key, "fail");
+  pg::count(pg::transient_failures);
   PG_RETURN_VOID();
 }

@@ -1,0 +1,121 @@
+// stats.cpp: the counters in shared memory and the SQL functions that read
+// and reset them (idem_stats_counters, idem_stats_reset) and that the purge
+// reports to (idem_stats_count_purged).
+//
+// As in pg_stat_statements, the memory exists only when the library is in
+// shared_preload_libraries; otherwise every count is a no-op and
+// idem_stats_counters says the counters are off. Counters are 64-bit atomics
+// added to without a lock: a begin costs one atomic add. They count calls,
+// including calls whose transaction later rolls back.
+#include "stats.hpp"
+
+extern "C" {
+#include "funcapi.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/timestamp.h"
+}
+
+#include "../core/error.hpp"
+#include "guard.hpp"
+
+namespace idem::pg {
+
+bool track_counters = true;
+
+namespace {
+
+struct SharedCounters {
+  pg_atomic_uint64 values[counter_count];
+  pg_atomic_uint64 reset_at;  // a TimestampTz
+};
+
+SharedCounters* shared = nullptr;
+shmem_startup_hook_type previous_startup = nullptr;
+#if PG_VERSION_NUM >= 150000
+shmem_request_hook_type previous_request = nullptr;
+
+// PostgreSQL 15 and later ask for shared memory from this hook.
+void request_memory() {
+  if (previous_request) previous_request();
+  RequestAddinShmemSpace(MAXALIGN(sizeof(SharedCounters)));
+}
+#endif
+
+// Finds (or, in the postmaster, creates and zeroes) the counters.
+void attach_memory() {
+  if (previous_startup) previous_startup();
+  bool found = false;
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  shared = static_cast<SharedCounters*>(ShmemInitStruct("idempotency counters", sizeof(SharedCounters), &found));
+  if (!found) {
+    for (pg_atomic_uint64& v : shared->values) pg_atomic_init_u64(&v, 0);
+    pg_atomic_init_u64(&shared->reset_at, static_cast<uint64>(GetCurrentTimestamp()));
+  }
+  LWLockRelease(AddinShmemInitLock);
+}
+
+}  // namespace
+
+void count(Counter c, uint64 n) {
+  if (shared != nullptr && track_counters) pg_atomic_fetch_add_u64(&shared->values[c], n);
+}
+
+void request_stats_memory() {
+#if PG_VERSION_NUM >= 150000
+  previous_request = shmem_request_hook;
+  shmem_request_hook = request_memory;
+#else
+  RequestAddinShmemSpace(MAXALIGN(sizeof(SharedCounters)));
+#endif
+  previous_startup = shmem_startup_hook;
+  shmem_startup_hook = attach_memory;
+}
+
+}  // namespace idem::pg
+
+using idem::pg::shared;
+
+// The counters as one row: counters_on, then one bigint per counter in the
+// order of enum Counter, then stats_reset. With the counters off, every
+// column after counters_on is NULL.
+IDEM_FUNCTION(idem_stats_counters) {
+  TupleDesc desc;
+  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+    throw idem::core::Error(idem::core::sqlstate::internal_error, "idem_stats_counters must return a row");
+  constexpr int columns = idem::pg::counter_count + 2;
+  if (desc->natts != columns)
+    throw idem::core::Error(idem::core::sqlstate::internal_error, "idem_stats_counters has the wrong columns",
+                            "Run ALTER EXTENSION idempotency UPDATE.");
+  Datum values[columns];
+  bool nulls[columns];
+  values[0] = BoolGetDatum(shared != nullptr), nulls[0] = false;
+  for (int i = 1; i < columns; ++i) values[i] = 0, nulls[i] = shared == nullptr;
+  if (shared != nullptr) {
+    for (int c = 0; c < idem::pg::counter_count; ++c)
+      values[c + 1] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&shared->values[c])));
+    values[columns - 1] = TimestampTzGetDatum(static_cast<TimestampTz>(pg_atomic_read_u64(&shared->reset_at)));
+  }
+  return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls));
+}
+
+// Sets every counter back to zero and stats_reset to now. Counts that race
+// with the reset land on either side of it.
+IDEM_FUNCTION(idem_stats_reset) {
+  (void)fcinfo;
+  if (shared == nullptr)
+    throw idem::core::Error(idem::core::sqlstate::object_not_in_prerequisite_state, "idempotency counters are off",
+                            "The counters need the library in shared_preload_libraries.");
+  for (pg_atomic_uint64& v : shared->values) pg_atomic_write_u64(&v, 0);
+  pg_atomic_write_u64(&shared->reset_at, static_cast<uint64>(GetCurrentTimestamp()));
+  PG_RETURN_VOID();
+}
+
+// Internal, for idem_purge: adds the rows it deleted to purged_rows.
+IDEM_FUNCTION(idem_stats_count_purged) {
+  if (!PG_ARGISNULL(0) && PG_GETARG_INT64(0) > 0)
+    idem::pg::count(idem::pg::purged_rows, static_cast<uint64>(PG_GETARG_INT64(0)));
+  PG_RETURN_VOID();
+}

@@ -1,0 +1,95 @@
+# 004_counters.pl: with the library in shared_preload_libraries, idem_stats
+# counts every begin outcome, commit, failure, wait and purged row across
+# sessions; idem_stats_reset zeroes them; idempotency.track_counters = off
+# stops counting; the counters live in memory and start at zero after a
+# restart.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('counters');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotency'");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
+
+my $columns = 'begin_fresh, begin_in_flight, begin_prior_result, begin_prior_error, begin_mismatch, '
+  . 'commits, permanent_failures, transient_failures, waits, purged_rows';
+sub counters { return $node->safe_psql('postgres', "SELECT $columns FROM idempotency.idem_stats"); }
+
+is($node->safe_psql('postgres', 'SELECT counters_on FROM idempotency.idem_stats'), 't', 'counters are on');
+is(counters(), '0|0|0|0|0|0|0|0|0|0', 'they start at zero');
+
+# One of everything, from separate sessions: 4 fresh (a, b, c, d), a
+# commit, a permanent and a transient failure, a replay, a replayed error,
+# a mismatch, one expired row purged.
+$node->safe_psql('postgres', q{
+	BEGIN;
+	SELECT idempotency.idem_begin('n', 'a', '{"x": 1}');
+	SELECT idempotency.idem_commit('n', 'a', '{"ok": true}');
+	COMMIT;});
+$node->safe_psql('postgres', q{
+	BEGIN;
+	SELECT idempotency.idem_begin('n', 'b', '{"x": 1}');
+	SELECT idempotency.idem_fail_permanent('n', 'b', '{"class_tag": "E", "message": "no"}');
+	COMMIT;});
+$node->safe_psql('postgres', q{
+	BEGIN;
+	SELECT idempotency.idem_begin('n', 'c', '{"x": 1}', '1 microsecond');
+	SELECT idempotency.idem_fail_transient('n', 'c');
+	SELECT idempotency.idem_begin('n', 'c', '{"x": 1}', '1 microsecond');
+	SELECT idempotency.idem_commit('n', 'c', '{}');
+	COMMIT;});
+$node->safe_psql('postgres', q{
+	SELECT idempotency.idem_begin('n', 'a', '{"x": 1}');
+	SELECT idempotency.idem_begin('n', 'b', '{"x": 1}');
+	SELECT idempotency.idem_begin('n', 'a', '{"x": 2}');
+	SELECT pg_sleep(0.01);
+	SELECT idempotency.idem_purge();});
+is(counters(), '4|0|1|1|1|2|1|1|0|1', 'each outcome, transition and purged row counted once');
+
+# in_flight and a wait: a second session begins the key a first one holds,
+# once without waiting and once waiting until the holder commits.
+my $holder = $node->background_psql('postgres');
+$holder->query_safe(q{BEGIN; SELECT idempotency.idem_begin('n', 'held', '{}');});
+$node->safe_psql('postgres', q{SELECT idempotency.idem_begin('n', 'held', '{}')});
+my $waiter = $node->background_psql('postgres');
+$waiter->query_until(qr/waiting/, q{
+	\echo waiting
+	SET idempotency.in_flight_wait = '60s';
+	SELECT kind FROM idempotency.idem_begin('n', 'held', '{}');
+});
+$node->poll_query_until('postgres',
+	q{SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted})
+  or die 'the waiter never waited';
+$holder->query_safe(q{SELECT idempotency.idem_commit('n', 'held', '{}'); COMMIT;});
+$holder->quit;
+$waiter->quit;
+is(counters(), '5|1|2|1|1|3|1|1|1|1',
+	'in_flight counted for the caller that did not wait; the wait counted, then the replay the waiter got');
+
+# Reset, then counting off for a session.
+$node->safe_psql('postgres', 'SELECT idempotency.idem_stats_reset()');
+is(counters(), '0|0|0|0|0|0|0|0|0|0', 'reset zeroes every counter');
+ok($node->safe_psql('postgres', 'SELECT stats_reset > now() - interval \'1 minute\' FROM idempotency.idem_stats') eq 't',
+	'stats_reset moves to the reset');
+$node->safe_psql('postgres', q{
+	SET idempotency.track_counters = off;
+	SELECT idempotency.idem_begin('n', 'quiet', '{}');});
+is(counters(), '0|0|0|0|0|0|0|0|0|0', 'track_counters = off counts nothing');
+$node->safe_psql('postgres', q{SELECT idempotency.idem_begin('n', 'loud', '{}')});
+is(counters(), '1|0|0|0|0|0|0|0|0|0', 'other sessions still count');
+
+# A non-superuser cannot turn counting off for itself or reset the counters.
+$node->safe_psql('postgres', 'CREATE ROLE app LOGIN; GRANT USAGE ON SCHEMA idempotency TO app');
+my ($ret, $out, $err) = $node->psql('postgres', 'SET idempotency.track_counters = off', extra_params => ['-U', 'app']);
+like($err, qr/permission denied to set parameter "idempotency.track_counters"/, 'track_counters is for superusers');
+($ret, $out, $err) = $node->psql('postgres', 'SELECT idempotency.idem_stats_reset()', extra_params => ['-U', 'app']);
+like($err, qr/permission denied for function idem_stats_reset/, 'reset is for superusers');
+
+$node->restart;
+is(counters(), '0|0|0|0|0|0|0|0|0|0', 'counters start at zero after a restart');
+$node->stop;
+done_testing();
