@@ -9,63 +9,42 @@ CREATE TABLE payments (
 
 -- POST /payments. The caller runs it in its own transaction and commits:
 --   BEGIN; SELECT * FROM create_payment($1, $2); COMMIT;
-CREATE FUNCTION create_payment(idempotency_key text, body jsonb,
-                               OUT status integer, OUT response jsonb, OUT replayed boolean)
+CREATE FUNCTION create_payment(idempotency_key text, request jsonb,
+                               OUT status integer, OUT headers jsonb, OUT body jsonb)
 LANGUAGE plpgsql AS $$
 DECLARE
     key text;
-    problem text;
     o idempotency.idem_outcome;
+    refusal jsonb;
     payment_id bigint;
 BEGIN
-    replayed := false;
-    BEGIN
-        key := idempotency.idem_parse('payments', idempotency_key);
-    EXCEPTION WHEN invalid_parameter_value THEN
-        GET STACKED DIAGNOSTICS problem = PG_EXCEPTION_DETAIL;
-        status := 400;
-        response := jsonb_build_object('code', 'INVALID_IDEMPOTENCY_KEY', 'detail', problem);
-        RETURN;
-    END;
+    SELECT h.key, h.status, h.headers, h.body INTO key, status, headers, body
+    FROM idempotency.idem_http_key('payments', idempotency_key) h;
     IF key IS NULL THEN
-        status := 400;
-        response := '{"code": "MISSING_IDEMPOTENCY_KEY"}';
+        RETURN;                                  -- 400: no key, or an invalid one
+    END IF;
+    SELECT * INTO o FROM idempotency.idem_begin('payments', key, request);
+    IF o.kind <> 'fresh' THEN
+        SELECT r.* INTO status, headers, body FROM idempotency.idem_http_response(o) r;
+        RETURN;                                  -- a replay, 409 or 422
+    END IF;
+    IF (request ->> 'amount')::numeric <= 0 THEN
+        -- A business refusal is permanent: record it so a retry gets it too.
+        refusal := '{"class_tag": "InvalidAmount", "message": "amount must be positive"}';
+        PERFORM idempotency.idem_fail_permanent('payments', key, refusal);
+        status := 422;
+        headers := '{"Content-Type": "application/problem+json"}';
+        body := idempotency.idem_http_problem(422, refusal ->> 'class_tag', refusal ->> 'message');
         RETURN;
     END IF;
-
-    SELECT * INTO o FROM idempotency.idem_begin('payments', key, body);
-    CASE o.kind
-    WHEN 'fresh' THEN
-        IF (body ->> 'amount')::numeric <= 0 THEN
-            -- A business refusal is permanent: record it so a retry gets it too.
-            PERFORM idempotency.idem_fail_permanent('payments', key,
-                '{"class_tag": "InvalidAmount", "message": "amount must be positive"}');
-            status := 422;
-            response := '{"code": "InvalidAmount", "message": "amount must be positive"}';
-            RETURN;
-        END IF;
-        INSERT INTO payments (amount, currency)
-        VALUES ((body ->> 'amount')::numeric, body ->> 'currency')
-        RETURNING id INTO payment_id;
-        status := 201;
-        response := jsonb_build_object('payment_id', payment_id);
-        PERFORM idempotency.idem_commit('payments', key,
-            jsonb_build_object('status', status, 'body', response));
-    WHEN 'prior_result' THEN
-        status := (o.result ->> 'status')::integer;
-        response := o.result -> 'body';
-        replayed := true;
-    WHEN 'prior_error' THEN
-        status := 422;
-        response := jsonb_build_object('code', o.error ->> 'class_tag', 'message', o.error ->> 'message');
-        replayed := true;
-    WHEN 'in_flight' THEN
-        status := 409;     -- and the header Retry-After: 1
-        response := '{"code": "IDEMPOTENCY_REQUEST_IN_PROGRESS"}';
-    WHEN 'mismatch' THEN
-        status := 422;
-        response := '{"code": "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST"}';
-    END CASE;
+    INSERT INTO payments (amount, currency)
+    VALUES ((request ->> 'amount')::numeric, request ->> 'currency')
+    RETURNING id INTO payment_id;
+    status := 201;
+    headers := jsonb_build_object('Location', '/payments/' || payment_id);
+    body := jsonb_build_object('payment_id', payment_id);
+    PERFORM idempotency.idem_commit('payments', key,
+        jsonb_build_object('status', status, 'headers', headers, 'body', body));
 END;
 $$;
 
