@@ -53,10 +53,11 @@ def percentile(values, p):
     return ordered[index]
 
 
-def pgbench(script, clients, duration, sync, variables, logdir=None):
-    """One pgbench run; returns (transactions, latencies in ms, transaction end times)."""
-    env = dict(os.environ, PGOPTIONS=f"-c synchronous_commit={sync}")
-    with tempfile.TemporaryDirectory(dir=logdir) as tmp:
+def pgbench(script, clients, duration, sync, variables, options=""):
+    """One pgbench run (options: more -c settings for its sessions); returns
+    (transactions, latencies in ms, transaction end times)."""
+    env = dict(os.environ, PGOPTIONS=f"-c synchronous_commit={sync} {options}".strip())
+    with tempfile.TemporaryDirectory() as tmp:
         cmd = ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(min(clients, THREADS)),
                "-T", str(duration), "-f", str(SCRIPTS / script), "-l", "--log-prefix", f"{tmp}/log", DB]
         for name, value in variables.items():
@@ -118,7 +119,6 @@ def summarize(rows, scenario, sync, per_contender):
 
 def cycle_scenarios(rows, args):
     """fresh, replay, mismatch and contention for all four contenders."""
-    prepopulate(args.nkeys)
     round_no = 0
     for scenario, syncs, clients in (("fresh", ("off", "on"), 8), ("replay", ("off",), 8),
                                      ("mismatch", ("off",), 8), ("contention", ("off", "on"), 16)):
@@ -135,6 +135,25 @@ def cycle_scenarios(rows, args):
                         check_round(contender, round_no)
             summarize(rows, scenario, "on" if sync == "on" else ("off" if len(syncs) > 1 else "either (read-only)"), per)
             print_progress(rows)
+
+
+def counters_scenario(rows, args):
+    """What the counters cost: the extension's fresh cycle and replay with
+    idempotency.track_counters on and off, alternating, synchronous_commit
+    off so that CPU shows."""
+    if psql("SELECT counters_on FROM idempotency.idem_stats") != "t":
+        sys.exit("the counters are off: the benchmark server must have shared_preload_libraries = 'idempotency'")
+    for scenario in ("fresh", "replay"):
+        per = {"extension": [], "extension, not counting": []}
+        for rep in range(args.reps * 2):
+            for label in (list(per) if rep % 2 == 0 else list(reversed(per))):
+                options = "-c idempotency.track_counters=off" if label != "extension" else ""
+                ns = "replay" if scenario == "replay" else "fresh"
+                n, lat, _ = pgbench(f"extension_{scenario}.sql", 8, args.duration, "off",
+                                    {"ns": ns, "nkeys": args.nkeys, "round": 0}, options)
+                per[label].append((n / args.duration, lat))
+        summarize(rows, f"{scenario}, counters on vs off", "off", per)
+        print_progress(rows)
 
 
 def check_round(contender, round_no):
@@ -384,8 +403,8 @@ def main():
     global DB, THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs and small tables, for iteration")
-    parser.add_argument("--only", default="cycle,fingerprint,purge,growth",
-                        help="comma-separated scenario groups: cycle, fingerprint, purge, growth")
+    parser.add_argument("--only", default="cycle,counters,fingerprint,purge,growth",
+                        help="comma-separated scenario groups: cycle, counters, fingerprint, purge, growth")
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()
     if args.quick:
@@ -404,8 +423,12 @@ def main():
     rows = []
     groups = args.only.split(",")
     print(f"benchmark ({'quick' if args.quick else 'full'}): {', '.join(groups)}", flush=True)
+    if "cycle" in groups or "counters" in groups:
+        prepopulate(args.nkeys)
     if "cycle" in groups:
         cycle_scenarios(rows, args)
+    if "counters" in groups:
+        counters_scenario(rows, args)
     if "fingerprint" in groups:
         fingerprint_scenario(rows, args)
     if "purge" in groups:
