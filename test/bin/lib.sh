@@ -63,17 +63,18 @@ free_port() {
   die "no free port between 54321 and 54420"
 }
 
-# cluster_start DATA_DIR PORT LISTEN: initialises (once) and starts a cluster
-# whose socket lives in DATA_DIR, then exports PGHOST, PGPORT and PGUSER.
+# cluster_start DATA_DIR PORT LISTEN [OPTIONS]: initialises (once) and starts
+# a cluster whose socket lives in DATA_DIR (OPTIONS: more postgres -c
+# settings), then exports PGHOST, PGPORT and PGUSER.
 cluster_start() {
-  local data=$1 port=$2 listen=$3
+  local data=$1 port=$2 listen=$3 options=${4:-}
   server_owned_dir "$data"
   if [ ! -f "$data/PG_VERSION" ]; then
     as_server_user "$PG_BIN/initdb" -D "$data" -U postgres --auth=trust --encoding=UTF8 --locale=C >"$data.initdb.log" 2>&1 \
       || { cat "$data.initdb.log"; die "initdb failed"; }
   fi
   as_server_user "$PG_BIN/pg_ctl" -D "$data" -l "$data/server.log" -w -s \
-    -o "-p $port -k '$data' -c listen_addresses='$listen'" start \
+    -o "-p $port -k '$data' -c listen_addresses='$listen' $options" start \
     || { tail -n 30 "$data/server.log"; die "the server did not start"; }
   export PGHOST=$data PGPORT=$port PGUSER=postgres
 }
