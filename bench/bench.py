@@ -138,25 +138,42 @@ def cycle_scenarios(rows, args):
 
 
 def counters_scenario(rows, args):
-    """What the counters cost: the extension's fresh cycle and replay with
-    idempotency.track_counters on and off, alternating, synchronous_commit
-    off so that CPU shows."""
+    """What the counters cost, alternating idempotency.track_counters on and
+    off: the fresh cycle over pgbench (synchronous_commit off, so CPU shows),
+    and the bare cost per call, from one session replaying one key n times
+    in a single statement (no network, no writes)."""
     if psql("SELECT counters_on FROM idempotency.idem_stats") != "t":
         sys.exit("the counters are off: the benchmark server must have shared_preload_libraries = 'idempotency'")
-    for scenario in ("fresh", "replay"):
-        per = {"extension": [], "extension, not counting": []}
-        for rep in range(args.reps * 2):
-            for label in (list(per) if rep % 2 == 0 else list(reversed(per))):
-                options = "-c idempotency.track_counters=off" if label != "extension" else ""
-                ns = "replay" if scenario == "replay" else "fresh"
-                n, lat, _ = pgbench(f"extension_{scenario}.sql", 8, args.duration, "off",
-                                    {"ns": ns, "nkeys": args.nkeys, "round": 0}, options)
-                per[label].append((n / args.duration, lat))
-        summarize(rows, f"{scenario}, counters on vs off", "off", per)
-        for r in rows[-2:]:   # the spread of the runs, to compare the medians with
-            tps = [run[0] for run in per[r["contender"]]]
-            r["tps_range"] = f"runs from {min(tps):,.0f} to {max(tps):,.0f} tps"
-        print_progress(rows)
+    per = {"extension": [], "extension, not counting": []}
+    for rep in range(args.reps):
+        for label in (list(per) if rep % 2 == 0 else list(reversed(per))):
+            options = "-c idempotency.track_counters=off" if label != "extension" else ""
+            n, lat, _ = pgbench("extension_fresh.sql", 8, args.duration, "off",
+                                {"ns": "fresh", "nkeys": 0, "round": 0}, options)
+            per[label].append((n / args.duration, lat))
+    summarize(rows, "fresh, counters on vs off", "off", per)
+    for r in rows[-2:]:   # the spread of the runs, to compare the medians with
+        tps = [run[0] for run in per[r["contender"]]]
+        r["tps_range"] = f"runs from {min(tps):,.0f} to {max(tps):,.0f} tps"
+    calls = 300000
+    psql("""SELECT idempotency.idem_begin('counters', 'k', '{"a": 1}');
+            SELECT idempotency.idem_commit('counters', 'k', '{}')""")
+    seconds = {"on": [], "off": []}
+    for rep in range(3):
+        for setting in (("on", "off") if rep % 2 == 0 else ("off", "on")):
+            started = time.time()
+            psql(f"""SET idempotency.track_counters = {setting};
+                     SELECT count(*) FROM generate_series(1, {calls}) i,
+                            LATERAL idempotency.idem_begin('counters', 'k', jsonb_build_object('a', 1 + 0 * i)) o""")
+            seconds[setting].append(time.time() - started)
+    on, off = statistics.median(seconds["on"]), statistics.median(seconds["off"])
+    rows.append({"scenario": f"{calls:,} replays in one statement", "sync": "either (read-only)",
+                 "contender": "extension", "tps": calls / on, "mean_ms": on * 1000 / calls, "p99_ms": float("nan"),
+                 "tps_range": f"counting costs {(on - off) * 1e9 / calls:.0f} ns per call ({on:.3f} s against {off:.3f} s)"})
+    rows.append({"scenario": f"{calls:,} replays in one statement", "sync": "either (read-only)",
+                 "contender": "extension, not counting", "tps": calls / off, "mean_ms": off * 1000 / calls,
+                 "p99_ms": float("nan")})
+    print_progress(rows)
 
 
 def check_round(contender, round_no):
@@ -429,7 +446,7 @@ def main():
     rows = []
     groups = args.only.split(",")
     print(f"benchmark ({'quick' if args.quick else 'full'}): {', '.join(groups)}", flush=True)
-    if "cycle" in groups or "counters" in groups:
+    if "cycle" in groups:
         prepopulate(args.nkeys)
     if "cycle" in groups:
         cycle_scenarios(rows, args)
