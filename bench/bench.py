@@ -66,13 +66,19 @@ def pgbench(script, clients, duration, sync, variables, options=""):
         failed = re.search(r"number of failed transactions: (\d+)", done.stdout)
         if done.returncode != 0 or (failed and int(failed.group(1)) > 0):
             sys.exit(f"pgbench {script} failed:\n{done.stdout}\n{done.stderr}")
-        latencies, ends = [], []
-        for log in pathlib.Path(tmp).glob("log*"):
-            for line in log.read_text().splitlines():
-                f = line.split()
-                latencies.append(int(f[2]) / 1000.0)
-                ends.append(int(f[4]) + int(f[5]) / 1e6)
+        latencies, ends = read_logs(tmp)
     return len(latencies), latencies, ends
+
+
+def read_logs(tmp):
+    """pgbench's per-transaction logs in tmp: (latencies in ms, end times in s)."""
+    latencies, ends = [], []
+    for log in pathlib.Path(tmp).glob("log*"):
+        for line in log.read_text().splitlines():
+            f = line.split()
+            latencies.append(int(f[2]) / 1000.0)
+            ends.append(int(f[4]) + int(f[5]) / 1e6)
+    return latencies, ends
 
 
 def run_contender(contender, scenario, clients, duration, sync, ns, nkeys=0, round_no=0):
@@ -259,14 +265,8 @@ def load_while(sync, duration, sql, cancelled_ok=False):
         if done.returncode != 0 and not (cancelled_ok and "statement timeout" in done.stderr):
             sys.exit(f"{sql} failed: {done.stderr}")
         load.communicate()
-        during = []
-        for log in pathlib.Path(tmp).glob("log*"):
-            for line in log.read_text().splitlines():
-                f = line.split()
-                finished = int(f[4]) + int(f[5]) / 1e6
-                if start <= finished <= end:
-                    during.append(int(f[2]) / 1000.0)
-    return end - start, during
+        latencies, ends = read_logs(tmp)
+    return end - start, [lat for lat, finished in zip(latencies, ends) if start <= finished <= end]
 
 
 def purge_scenario(rows, args):
