@@ -34,9 +34,9 @@ SELECT r.* FROM idem_begin('payments', 'refused', '{"amount": -5}') o, idem_http
 -- A reused key: 422, and the recorded request is not in the response.
 SELECT r.* FROM idem_begin('payments', 'created', '{"amount": 999}') o, idem_http_response(o) r;
 -- In flight: 409 with Retry-After (the default 1 second, or as given).
-SELECT r.* FROM idem_http_response(ROW('in_flight', NULL, NULL, NULL, NULL, NULL)::idem_outcome) r;
+SELECT r.* FROM idem_http_response(ROW('in_flight', NULL, NULL, NULL, NULL, NULL, NULL, NULL)::idem_outcome) r;
 SELECT headers ->> 'Retry-After' AS retry_after
-FROM idem_http_response(ROW('in_flight', NULL, NULL, NULL, NULL, NULL)::idem_outcome, 30);
+FROM idem_http_response(ROW('in_flight', NULL, NULL, NULL, NULL, NULL, NULL, NULL)::idem_outcome, 30);
 -- NULL in, NULL out.
 SELECT r.* FROM idem_http_response(NULL::idem_outcome) r;
 
@@ -44,10 +44,10 @@ SELECT r.* FROM idem_http_response(NULL::idem_outcome) r;
 CREATE TEMP TABLE before AS SELECT * FROM idempotency_record;
 SELECT r.* FROM idem_begin('payments', 'new', '{"amount": 1}') o, idem_http_response(o) r;
 SELECT r.* FROM idem_begin('payments', 'odd', '{"amount": 100}') o, idem_http_response(o) r;
-SELECT * FROM idem_http_response(ROW('in_flight', NULL, NULL, NULL, NULL, NULL)::idem_outcome, -1);
-SELECT * FROM idem_http_response(ROW(NULL, NULL, NULL, NULL, NULL, NULL)::idem_outcome);
-SELECT * FROM idem_http_response(ROW('prior_result', '{"status": 201.5, "body": 1}', NULL, NULL, NULL, NULL)::idem_outcome);
-SELECT * FROM idem_http_response(ROW('prior_result', '{"status": "201", "body": 1}', NULL, NULL, NULL, NULL)::idem_outcome);
+SELECT * FROM idem_http_response(ROW('in_flight', NULL, NULL, NULL, NULL, NULL, NULL, NULL)::idem_outcome, -1);
+SELECT * FROM idem_http_response(ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::idem_outcome);
+SELECT * FROM idem_http_response(ROW('prior_result', '{"status": 201.5, "body": 1}', NULL, NULL, NULL, NULL, NULL, NULL)::idem_outcome);
+SELECT * FROM idem_http_response(ROW('prior_result', '{"status": "201", "body": 1}', NULL, NULL, NULL, NULL, NULL, NULL)::idem_outcome);
 SELECT (SELECT count(*) FROM idempotency_record) AS records,
        (SELECT count(*) FROM (SELECT * FROM idempotency_record EXCEPT SELECT * FROM before) changed) AS changed;
 DELETE FROM idempotency_record;

@@ -2,6 +2,7 @@
 // of the store: fresh, in_flight, prior_result, prior_error or mismatch.
 #include "postgres.hpp"  // first: PostgreSQL headers need postgres.h before them
 
+#include <algorithm>
 #include <cstring>
 
 extern "C" {
@@ -16,6 +17,7 @@ extern "C" {
 #include "../core/error.hpp"
 #include "canonical.hpp"
 #include "guard.hpp"
+#include "policy.hpp"
 #include "record.hpp"
 #include "settings.hpp"
 #include "spi.hpp"
@@ -54,25 +56,45 @@ OutcomeType& outcome_type(FunctionCallInfo fcinfo) {
   return *t;
 }
 
+// Columns of idem_outcome. A 0.3.0 schema's type ends at submitted_hash;
+// heap_form_tuple reads only the columns the type has.
+enum Field { f_kind, f_result, f_error, f_recorded_request, f_recorded_hash, f_submitted_hash, f_attempt, f_age,
+             field_count };
+
 // An answer: its kind and the columns of idem_outcome after kind, all NULL
 // but submitted_hash unless the caller fills them.
 struct Outcome {
   Kind kind;
-  Datum values[6];
-  bool nulls[6];
+  Datum values[field_count];
+  bool nulls[field_count];
 };
 
 Outcome outcome(Kind kind, Datum submitted_hash) {
   Outcome o;
   o.kind = kind;
   for (bool& n : o.nulls) n = true;
-  o.values[5] = submitted_hash, o.nulls[5] = false;
+  o.values[f_submitted_hash] = submitted_hash, o.nulls[f_submitted_hash] = false;
+  return o;
+}
+
+Outcome fresh_outcome(Datum submitted_hash, int32 attempt) {
+  Outcome o = outcome(fresh, submitted_hash);
+  o.values[f_attempt] = Int32GetDatum(attempt), o.nulls[f_attempt] = false;
+  return o;
+}
+
+// in_flight, with how long ago the holder began (or took the record over).
+Outcome in_flight_outcome(Datum submitted_hash, TimestampTz began) {
+  Outcome o = outcome(in_flight, submitted_hash);
+  auto* age = static_cast<Interval*>(palloc0(sizeof(Interval)));
+  age->time = std::max<int64>(0, GetCurrentTimestamp() - began);
+  o.values[f_age] = IntervalPGetDatum(age), o.nulls[f_age] = false;
   return o;
 }
 
 Datum to_datum(FunctionCallInfo fcinfo, Outcome& o) {
   OutcomeType& t = outcome_type(fcinfo);
-  o.values[0] = t.kinds[o.kind], o.nulls[0] = false;
+  o.values[f_kind] = t.kinds[o.kind], o.nulls[f_kind] = false;
   pg::count(static_cast<pg::Counter>(pg::begin_fresh + o.kind));
   return HeapTupleGetDatum(heap_form_tuple(t.desc, o.values, o.nulls));
 }
@@ -84,9 +106,15 @@ bool same_bytes(Datum a, Datum b) {
          std::memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
 }
 
-// The replay window: the argument, or idempotency.replay_window; it must be
-// positive in every field, so that expires_at lies after created_at.
-Interval* replay_window(FunctionCallInfo fcinfo, int argno) {
+// The replay window: the argument, the namespace's, or
+// idempotency.replay_window; an argument must be positive in every field, so
+// that expires_at lies after created_at (the registry checks its own).
+Interval* replay_window(FunctionCallInfo fcinfo, int argno, const pg::Policy& policy) {
+  if (PG_ARGISNULL(argno) && policy.has_replay_window) {
+    auto* w = static_cast<Interval*>(palloc(sizeof(Interval)));
+    *w = policy.replay_window;
+    return w;
+  }
   if (PG_ARGISNULL(argno)) {
     auto* w = static_cast<Interval*>(palloc0(sizeof(Interval)));
     w->time = static_cast<int64>(pg::replay_window_seconds) * USECS_PER_SEC;
@@ -106,6 +134,19 @@ pg::Statement insert_in_progress = {
     " pg_catalog.now() OPERATOR(pg_catalog.+) $5)",
     5,
     {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID},
+    nullptr};
+
+// Takes over an in_progress record whose lease has run out: the next
+// attempt, begun now. Matches nothing if the record was finished meanwhile.
+pg::Statement take_over = {
+    "UPDATE idempotency.idempotency_record"
+    " SET attempt = attempt OPERATOR(pg_catalog.+) 1, updated_at = pg_catalog.now(),"
+    " expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) $3"
+    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
+    " AND status OPERATOR(pg_catalog.=) 'in_progress'"
+    " RETURNING attempt",
+    3,
+    {TEXTOID, TEXTOID, INTERVALOID},
     nullptr};
 
 // Waits until transaction xid ends or the deadline passes. The wait is an
@@ -152,13 +193,18 @@ void wait_for(TransactionId xid, TimestampTz deadline) {
 // Under the per-key lock, probe the key: nothing there inserts an
 // in_progress row (fresh); a row another transaction has not committed is
 // in flight (waited for up to idempotency.in_flight_wait); a committed row
-// replays by status, or is a mismatch when its request hash differs. The
-// row is never changed here except by that one insert.
+// replays by status, or is a mismatch when its request hash differs; an
+// in_progress row past the namespace's lease is taken over (fresh, with the
+// next attempt number). Nothing about the namespace's records is read
+// before the caller is authorized for it.
 IDEM_FUNCTION(idem_begin) {
   text* ns = pg::namespace_arg(fcinfo, 0);
-  text* key = pg::key_arg(fcinfo, 1);
+  text* given_key = pg::key_arg(fcinfo, 1);
   Jsonb* request = pg::payload_arg(fcinfo, 2, "request");
-  Interval* window = replay_window(fcinfo, 3);
+  const pg::Policy policy = pg::authorize(ns);
+  Interval* window = replay_window(fcinfo, 3, policy);
+  pg::check_payload_size(request, "request", ns, policy);
+  text* key = pg::stored_key(given_key, policy);
   const Datum submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
   // Read the clock only when a wait is configured: most begins never wait.
   const TimestampTz deadline =
@@ -170,9 +216,21 @@ IDEM_FUNCTION(idem_begin) {
     if (p.found == pg::Found::nothing) {
       const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), submitted, PointerGetDatum(request),
                                IntervalPGetDatum(window)};
-      pg::execute(insert_in_progress, values, "     ");
+      pg::execute(insert_in_progress, values, policy.store_request ? "     " : "   n ");
       pg::unlock_key(lock);
-      Outcome o = outcome(fresh, submitted);
+      Outcome o = fresh_outcome(submitted, 1);
+      return to_datum(fcinfo, o);
+    }
+    const bool same_request = p.found == pg::Found::row && same_bytes(p.request_hash, submitted);
+    if (same_request && p.status == 'i' && policy.lease_us > 0 &&
+        GetCurrentTimestamp() - p.updated_at >= policy.lease_us) {
+      const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), IntervalPGetDatum(window)};
+      Datum attempt;
+      bool none = true;
+      pg::execute(take_over, values, "   ", &attempt, &none);
+      pg::unlock_key(lock);
+      if (none) continue;  // finished meanwhile: look again
+      Outcome o = fresh_outcome(submitted, DatumGetInt32(attempt));
       return to_datum(fcinfo, o);
     }
     pg::unlock_key(lock);
@@ -183,29 +241,29 @@ IDEM_FUNCTION(idem_begin) {
         wait_for(p.busy_xid, deadline);
         continue;  // the holder ended (or time is up): look again
       }
-      Outcome o = outcome(in_flight, submitted);
+      Outcome o = in_flight_outcome(submitted, p.updated_at);
       return to_datum(fcinfo, o);
     }
 
-    if (!same_bytes(p.request_hash, submitted)) {
+    if (!same_request) {
       Outcome o = outcome(mismatch, submitted);
-      o.values[3] = p.request_payload, o.nulls[3] = false;
-      o.values[4] = p.request_hash, o.nulls[4] = false;
+      o.values[f_recorded_request] = p.request_payload, o.nulls[f_recorded_request] = p.request_null;
+      o.values[f_recorded_hash] = p.request_hash, o.nulls[f_recorded_hash] = false;
       return to_datum(fcinfo, o);
     }
     switch (p.status) {
       case 'c': {
         Outcome o = outcome(prior_result, submitted);
-        o.values[1] = p.result_payload, o.nulls[1] = p.result_null;
+        o.values[f_result] = p.result_payload, o.nulls[f_result] = p.result_null;
         return to_datum(fcinfo, o);
       }
       case 'f': {
         Outcome o = outcome(prior_error, submitted);
-        o.values[2] = p.error_payload, o.nulls[2] = p.error_null;
+        o.values[f_error] = p.error_payload, o.nulls[f_error] = p.error_null;
         return to_datum(fcinfo, o);
       }
       default: {  // in_progress, committed by a transaction that has not finished the work
-        Outcome o = outcome(in_flight, submitted);
+        Outcome o = in_flight_outcome(submitted, p.updated_at);
         return to_datum(fcinfo, o);
       }
     }

@@ -9,6 +9,7 @@ extern "C" {
 #include "utils/guc.h"
 }
 
+#include "policy.hpp"
 #include "record.hpp"
 #include "settings.hpp"
 #include "stats.hpp"
@@ -21,6 +22,10 @@ void _PG_init(void);
 namespace idem::pg {
 int replay_window_seconds = 24 * 60 * 60;
 int in_flight_wait_ms = 0;
+int in_progress_lease_seconds = 0;
+bool store_request_default = true;
+int max_payload_bytes = 16 * 1024 * 1024;
+bool require_registered_namespace = false;
 }  // namespace idem::pg
 
 // Runs once per backend when the library is loaded; nothing here can throw.
@@ -39,11 +44,30 @@ void _PG_init(void) {
       "idempotency.track_counters", "Whether calls add to the counters of idem_stats.",
       "Takes effect only when the library is in shared_preload_libraries.", &idem::pg::track_counters, true,
       PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "idempotency.in_progress_lease", "Default in-progress lease of a namespace.",
+      "An in_progress record older than this may be taken over by a begin with the same request; "
+      "0 never takes one over. A namespace's in_progress_lease overrides it.",
+      &idem::pg::in_progress_lease_seconds, 0, 0, INT_MAX, PGC_SUSET, GUC_UNIT_S, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "idempotency.store_request", "Whether records keep the request, to show it on a mismatch.",
+      "Off keeps only the request's SHA-256. A namespace's store_request overrides it.",
+      &idem::pg::store_request_default, true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "idempotency.max_payload_bytes", "Largest request, result or error the store accepts, as jsonb.",
+      "Larger ones are refused before anything is written. A namespace's max_payload_bytes overrides it.",
+      &idem::pg::max_payload_bytes, 16 * 1024 * 1024, 1, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE, nullptr, nullptr,
+      nullptr);
+  DefineCustomBoolVariable(
+      "idempotency.require_registered_namespace", "Whether only registered namespaces may be used.",
+      "On turns a namespace that idem_namespace_configure never registered into an error.",
+      &idem::pg::require_registered_namespace, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 #if PG_VERSION_NUM >= 150000
   MarkGUCPrefixReserved("idempotency");
 #else
   EmitWarningsOnPlaceholders("idempotency");
 #endif
   idem::pg::register_record_invalidation();
+  idem::pg::register_policy_invalidation();
   if (process_shared_preload_libraries_in_progress) idem::pg::request_stats_memory();
 }

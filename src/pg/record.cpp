@@ -17,6 +17,8 @@ extern "C" {
 #include "utils/inval.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "catalog/pg_class.h"
 }
 
 #include "../core/error.hpp"
@@ -38,16 +40,31 @@ enum Column : AttrNumber {
   col_request_payload,
   col_result_payload,
   col_error_payload,
+  col_created_at,
+  col_updated_at,
+  col_expires_at,
+  col_attempt,  // 0.4.0
 };
 
 struct Relations {
   Oid table = InvalidOid;
   Oid pkey = InvalidOid;
+  Registry registry = {false, InvalidOid, InvalidOid, InvalidOid};
 };
 Relations cached;
 
 void forget_relations(Datum, Oid relid) {
-  if (relid == InvalidOid || relid == cached.table || relid == cached.pkey) cached = Relations{};
+  if (relid == InvalidOid || relid == cached.table || relid == cached.pkey || relid == cached.registry.config ||
+      relid == cached.registry.grant)
+    cached = Relations{};
+}
+
+Oid owner_of(Oid relid) {
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+  if (!HeapTupleIsValid(tuple)) return InvalidOid;
+  const Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+  ReleaseSysCache(tuple);
+  return owner;
 }
 
 // The table's and its primary key's OIDs, looked up once per backend.
@@ -65,6 +82,10 @@ Relations relations() {
   if (!OidIsValid(r.table) || !OidIsValid(r.pkey))
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state, "the idempotency store is not installed",
                       "Run ALTER EXTENSION idempotency UPDATE to install release 0.2.0 or later.");
+  r.registry.config = get_relname_relid("idem_namespace_config", schema);
+  r.registry.grant = get_relname_relid("idem_namespace_grant", schema);
+  r.registry.installed = OidIsValid(r.registry.config) && OidIsValid(r.registry.grant);
+  r.registry.owner = owner_of(r.table);
   cached = r;
   return cached;
 }
@@ -81,6 +102,8 @@ LOCKTAG key_tag(const text* ns, const text* key) {
 }  // namespace
 
 void register_record_invalidation() { CacheRegisterRelcacheCallback(forget_relations, 0); }
+
+Registry registry() { return relations().registry; }
 
 LOCKTAG lock_key(const text* ns, const text* key) {
   const LOCKTAG tag = key_tag(ns, key);
@@ -111,16 +134,22 @@ Probe probe_key(const text* ns, const text* key) {
     // in-progress updater or deleter in xmax; both invalid means committed
     // (or ours).
     const TransactionId xid = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+    slot_getallattrs(slot);
+    p.updated_at = DatumGetTimestampTz(slot->tts_values[col_updated_at - 1]);
     if (TransactionIdIsValid(xid)) {
       p.found = Found::busy;
       p.busy_xid = xid;
     } else {
       p.found = Found::row;
-      slot_getallattrs(slot);
       const text* status = DatumGetTextPP(slot->tts_values[col_status - 1]);
       p.status = VARDATA_ANY(status)[0];
       p.request_hash = datumCopy(slot->tts_values[col_request_hash - 1], false, -1);
-      p.request_payload = datumCopy(slot->tts_values[col_request_payload - 1], false, -1);
+      p.request_null = slot->tts_isnull[col_request_payload - 1];
+      if (!p.request_null) p.request_payload = datumCopy(slot->tts_values[col_request_payload - 1], false, -1);
+      // A 0.3.0 table has no attempt column: every record is a first attempt.
+      p.attempt = slot->tts_tupleDescriptor->natts >= col_attempt && !slot->tts_isnull[col_attempt - 1]
+                      ? DatumGetInt32(slot->tts_values[col_attempt - 1])
+                      : 1;
       p.result_null = slot->tts_isnull[col_result_payload - 1];
       p.error_null = slot->tts_isnull[col_error_payload - 1];
       if (!p.result_null) p.result_payload = datumCopy(slot->tts_values[col_result_payload - 1], false, -1);

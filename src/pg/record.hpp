@@ -15,6 +15,17 @@ namespace idem::pg {
 // (called once from _PG_init).
 void register_record_invalidation();
 
+// The namespace registry's tables and the store's owner. installed is false
+// while the schema is still 0.3.0's (the library was updated, the extension
+// not yet): then there is no registry, and the caller's own privileges apply.
+struct Registry {
+  bool installed;
+  Oid owner;   // owner of idempotency_record: the store's statements run as this role
+  Oid config;  // idem_namespace_config
+  Oid grant;   // idem_namespace_grant
+};
+Registry registry();
+
 // Takes and releases the per-key lock: a heavyweight lock in the advisory
 // lock space, on a 64-bit hash of (database, namespace, key) and with a
 // field4 that PostgreSQL's own pg_advisory_* functions never use (they use
@@ -40,6 +51,9 @@ struct Probe {
   Datum error_payload;     // jsonb or null
   bool result_null;
   bool error_null;
+  bool request_null;       // store_request was off
+  TimestampTz updated_at;  // busy or row: when the holder began (or took over)
+  int32 attempt;           // row: 1, or more after takeovers
 };
 
 // Looks the key up through the primary key with a dirty snapshot, which sees

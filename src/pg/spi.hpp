@@ -11,20 +11,22 @@ extern "C" {
 namespace idem::pg {
 
 // A statement and its kept plan; define one per statement as a static.
-// The SQL names every object with its schema (the extension's own and
-// pg_catalog), so the caller's search_path never matters.
+// The SQL names every object and operator with its schema (the extension's
+// own and pg_catalog), so the caller's search_path never matters.
 struct Statement {
   const char* sql;
   int nargs;
   Oid types[6];
   SPIPlanPtr plan;  // prepared on first use, kept for the backend's life
+  bool latest_snapshot = false;  // read with a new snapshot, not the transaction's (read-only statements)
 };
 
 // Executes st with the arguments (nulls: ' ' or 'n' per argument, as SPI
-// wants) inside its own SPI connection and returns the number of rows
-// processed. For a statement returning one column, *first receives that
-// column of the first row, copied into the caller's memory context.
-uint64 execute(Statement& st, const Datum* values, const char* nulls, Datum* first = nullptr,
-               bool* first_null = nullptr);
+// wants) inside its own SPI connection, as the store's owner (see
+// registry()), and returns the number of rows processed. When row is given,
+// row[i] and row_nulls[i] receive column i of the first row, copied into the
+// caller's memory context; the arrays must have one slot per column.
+uint64 execute(Statement& st, const Datum* values, const char* nulls, Datum* row = nullptr,
+               bool* row_nulls = nullptr);
 
 }  // namespace idem::pg

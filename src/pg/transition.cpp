@@ -7,6 +7,7 @@
 
 #include "../core/error.hpp"
 #include "guard.hpp"
+#include "policy.hpp"
 #include "spi.hpp"
 #include "stats.hpp"
 #include "text.hpp"
@@ -46,7 +47,7 @@ std::string string_of(const text* t) { return std::string(VARDATA_ANY(t), VARSIZ
 [[noreturn]] void not_in_progress(text* ns, text* key, const char* action) {
   const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
   Datum status;
-  bool none;
+  bool none = true;
   pg::execute(current_status, values, "  ", &status, &none);
   const text* status_text = none ? nullptr : DatumGetTextPP(status);
   if (none)
@@ -103,10 +104,13 @@ void check_error_payload(Jsonb* error) {
 // the error payload).
 void finish(FunctionCallInfo fcinfo, bool committing) {
   text* ns = pg::namespace_arg(fcinfo, 0);
-  text* key = pg::key_arg(fcinfo, 1);
+  text* given_key = pg::key_arg(fcinfo, 1);
   const char* status = committing ? "committed" : "failed";
   Jsonb* payload = pg::payload_arg(fcinfo, 2, committing ? "result" : "error");
+  const pg::Policy policy = pg::authorize(ns);
+  pg::check_payload_size(payload, committing ? "result" : "error", ns, policy);
   if (!committing) check_error_payload(payload);
+  text* key = pg::stored_key(given_key, policy);
   const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), CStringGetTextDatum(status),
                            PointerGetDatum(payload), PointerGetDatum(payload)};
   if (pg::execute(finish_in_progress, values, committing ? "    n" : "   n ") == 0)
@@ -134,7 +138,9 @@ IDEM_FUNCTION(idem_fail_permanent) {
 // committed or failed row.
 IDEM_FUNCTION(idem_fail_transient) {
   text* ns = pg::namespace_arg(fcinfo, 0);
-  text* key = pg::key_arg(fcinfo, 1);
+  text* given_key = pg::key_arg(fcinfo, 1);
+  const pg::Policy policy = pg::authorize(ns);
+  text* key = pg::stored_key(given_key, policy);
   const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
   if (pg::execute(forget_in_progress, values, "  ") == 0) not_in_progress(ns, key, "fail");
   pg::count(pg::transient_failures);

@@ -1,0 +1,232 @@
+// policy.cpp: the per-backend cache of the namespace registry and the
+// access check. The cache is a hash table in its own memory context, filled
+// on first use of a namespace, and cleared whole when either registry table
+// changes (their triggers send a relcache invalidation) or when it holds too
+// many namespaces.
+#include "policy.hpp"
+
+#include <cstring>
+
+extern "C" {
+#include "commands/trigger.h"
+#include "utils/acl.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
+#include "../core/error.hpp"
+#include "../core/hex.hpp"
+#include "../core/namespace.hpp"
+#include "../core/sha256.hpp"
+#include "guard.hpp"
+#include "record.hpp"
+#include "settings.hpp"
+#include "spi.hpp"
+#include "text.hpp"
+
+namespace idem::pg {
+
+namespace {
+
+// More distinct namespaces than this in one backend clear the cache, so that
+// calls with made-up namespaces cannot grow it without bound.
+constexpr long max_cached_namespaces = 1024;
+
+// What the registry says about one namespace; NULL settings are has_* false.
+struct Entry {
+  char name[core::max_namespace_length + 1];  // hash key, NUL-padded
+  bool registered;
+  bool hash_keys;
+  bool has_store_request, store_request;
+  bool has_replay_window;
+  Interval replay_window;
+  bool has_lease;
+  int64 lease_us;
+  bool has_max_payload;
+  int64 max_payload_bytes;
+  int grantee_count;
+  Oid* grantees;  // in cache_context
+};
+
+MemoryContext cache_context = nullptr;
+HTAB* cache = nullptr;
+Oid cached_config = InvalidOid;  // the registry tables the cache was filled from
+Oid cached_grant = InvalidOid;
+
+void forget_policies(Datum, Oid relid) {
+  if (cache == nullptr) return;
+  if (relid == InvalidOid || relid == cached_config || relid == cached_grant) {
+    cache = nullptr;
+    MemoryContextReset(cache_context);
+  }
+}
+
+// The cache, created empty when there is none or it is full.
+HTAB* policy_cache(const Registry& r) {
+  if (cache != nullptr && hash_get_num_entries(cache) < max_cached_namespaces) return cache;
+  if (cache_context == nullptr)
+    cache_context = AllocSetContextCreate(CacheMemoryContext, "idempotency namespace policies",
+                                          ALLOCSET_SMALL_SIZES);
+  cache = nullptr;
+  MemoryContextReset(cache_context);
+  HASHCTL ctl;
+  std::memset(&ctl, 0, sizeof ctl);
+  ctl.keysize = core::max_namespace_length + 1;
+  ctl.entrysize = sizeof(Entry);
+  ctl.hcxt = cache_context;
+  cache = hash_create("idempotency namespace policies", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+  cached_config = r.config;
+  cached_grant = r.grant;
+  return cache;
+}
+
+// The namespace's row and grants, read as the store's owner with the latest
+// snapshot: a change committed by another session after this transaction
+// began is seen, so a cache refilled after its invalidation is never stale.
+Statement read_policy = {
+    "SELECT c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys, c.max_payload_bytes,"
+    " ARRAY(SELECT g.grantee::pg_catalog.oid FROM idempotency.idem_namespace_grant g"
+    "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace)"
+    " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1",
+    1,
+    {TEXTOID},
+    nullptr,
+    true};
+
+// Fills e from the registry; e->name is set. The grantees are palloc'd in
+// the current memory context.
+void load(Entry* e, const text* ns) {
+  e->registered = false;
+  e->hash_keys = false;
+  e->has_store_request = e->has_replay_window = e->has_lease = e->has_max_payload = false;
+  e->grantee_count = 0;
+  e->grantees = nullptr;
+  Datum row[6];
+  bool nulls[6];
+  const Datum values[1] = {PointerGetDatum(ns)};
+  if (execute(read_policy, values, " ", row, nulls) == 0) return;
+  e->registered = true;
+  if (!nulls[0]) e->has_replay_window = true, e->replay_window = *DatumGetIntervalP(row[0]);
+  if (!nulls[1]) {
+    const Interval* lease = DatumGetIntervalP(row[1]);
+    e->has_lease = true;
+    e->lease_us = lease->time + (static_cast<int64>(lease->month) * DAYS_PER_MONTH + lease->day) * USECS_PER_DAY;
+  }
+  if (!nulls[2]) e->has_store_request = true, e->store_request = DatumGetBool(row[2]);
+  e->hash_keys = DatumGetBool(row[3]);
+  if (!nulls[4]) e->has_max_payload = true, e->max_payload_bytes = DatumGetInt32(row[4]);
+  ArrayType* grantees = DatumGetArrayTypeP(row[5]);
+  Datum* oids;
+  int count;
+  deconstruct_array(grantees, OIDOID, sizeof(Oid), true, TYPALIGN_INT, &oids, nullptr, &count);
+  e->grantees = static_cast<Oid*>(palloc(sizeof(Oid) * (count > 0 ? count : 1)));
+  for (int i = 0; i < count; ++i) e->grantees[i] = DatumGetObjectId(oids[i]);
+  e->grantee_count = count;
+}
+
+// Oid array copy in context cx.
+Oid* copy_oids(MemoryContext cx, const Oid* oids, int count) {
+  auto* out = static_cast<Oid*>(MemoryContextAlloc(cx, sizeof(Oid) * (count > 0 ? count : 1)));
+  if (count > 0) std::memcpy(out, oids, sizeof(Oid) * count);
+  return out;
+}
+
+// The entry for ns, from the cache or loaded into it, with its grantees
+// copied into the current memory context: checking them reads catalogs,
+// which may run the invalidation that clears the cache.
+Entry lookup(const text* ns, const Registry& r) {
+  char name[core::max_namespace_length + 1] = {};
+  std::memcpy(name, VARDATA_ANY(ns), VARSIZE_ANY_EXHDR(ns));  // validated: at most 64 bytes
+  if (auto* hit = static_cast<Entry*>(hash_search(policy_cache(r), name, HASH_FIND, nullptr))) {
+    Entry e = *hit;
+    e.grantees = copy_oids(CurrentMemoryContext, hit->grantees, hit->grantee_count);
+    return e;
+  }
+  Entry loaded;
+  std::memcpy(loaded.name, name, sizeof name);
+  load(&loaded, ns);
+  // Entered only once complete (an error while loading leaves nothing), and
+  // into the cache as it is now: loading may have cleared it.
+  auto* e = static_cast<Entry*>(hash_search(policy_cache(r), name, HASH_ENTER, nullptr));
+  *e = loaded;
+  e->grantees = copy_oids(cache_context, loaded.grantees, loaded.grantee_count);
+  return loaded;
+}
+
+// Whether the current user may use a namespace with these grantees: the
+// store's owner and its members (superusers among them) always may.
+bool may_use(const Entry& e, Oid owner) {
+  const Oid user = GetUserId();
+  if (has_privs_of_role(user, owner)) return true;
+  for (int i = 0; i < e.grantee_count; ++i)
+    if (has_privs_of_role(user, e.grantees[i])) return true;
+  return false;
+}
+
+std::string name_of(const text* ns) { return std::string(VARDATA_ANY(ns), VARSIZE_ANY_EXHDR(ns)); }
+
+}  // namespace
+
+Policy authorize(const text* ns) {
+  const Registry r = registry();
+  Policy p{};
+  p.store_request = store_request_default;
+  p.lease_us = static_cast<int64>(in_progress_lease_seconds) * USECS_PER_SEC;
+  p.max_payload_bytes = max_payload_bytes;
+  if (!r.installed) {  // a 0.3.0 schema with this library: the table's privileges decide, as in 0.3.0
+    p.lease_us = 0;
+    p.store_request = true;
+    return p;
+  }
+  const Entry e = lookup(ns, r);
+  if (!may_use(e, r.owner))
+    throw core::Error(core::sqlstate::insufficient_privilege,
+                      "permission denied for idempotency namespace \"" + name_of(ns) + "\"",
+                      "The namespace's administrator grants it with idem_grant(namespace, role).");
+  if (!e.registered && require_registered_namespace)
+    throw core::Error(core::sqlstate::undefined_object,
+                      "idempotency namespace \"" + name_of(ns) + "\" is not registered",
+                      "idempotency.require_registered_namespace is on; register it with idem_namespace_configure.");
+  p.registered = e.registered;
+  p.hash_keys = e.hash_keys;
+  if (e.has_store_request) p.store_request = e.store_request;
+  if (e.has_replay_window) p.has_replay_window = true, p.replay_window = e.replay_window;
+  if (e.has_lease) p.lease_us = e.lease_us;
+  if (e.has_max_payload) p.max_payload_bytes = e.max_payload_bytes;
+  return p;
+}
+
+text* stored_key(const text* key, const Policy& policy) {
+  if (!policy.hash_keys) return const_cast<text*>(key);
+  const core::Slice utf8 = utf8_of(key);
+  const core::Digest digest = core::Sha256::of(utf8.data, utf8.size);
+  char hex[2 * sizeof digest + 1];
+  core::to_hex(digest.data(), digest.size(), hex);
+  return cstring_to_text_with_len(hex, 2 * sizeof digest);
+}
+
+void check_payload_size(const Jsonb* payload, const char* what, const text* ns, const Policy& policy) {
+  const int64 size = VARSIZE(payload) - VARHDRSZ;
+  if (size <= policy.max_payload_bytes) return;
+  throw core::Error(core::sqlstate::program_limit_exceeded, std::string("idempotency ") + what + " is too large",
+                    "It is " + std::to_string(size) + " bytes as jsonb; namespace \"" + name_of(ns) +
+                        "\" allows at most " + std::to_string(policy.max_payload_bytes) +
+                        " (its max_payload_bytes, or idempotency.max_payload_bytes).");
+}
+
+void register_policy_invalidation() { CacheRegisterRelcacheCallback(forget_policies, 0); }
+
+}  // namespace idem::pg
+
+// The registry tables' statement trigger: tells every backend (this one at
+// its next command, the others at commit) to forget the cached policies.
+IDEM_FUNCTION(idem_namespace_changed) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    throw idem::core::Error(idem::core::sqlstate::object_not_in_prerequisite_state,
+                            "idem_namespace_changed may only be called as a trigger");
+  CacheInvalidateRelcache(reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation);
+  return PointerGetDatum(nullptr);
+}

@@ -1,0 +1,46 @@
+// policy.hpp: what a namespace allows: its settings from the registry
+// (idem_namespace_config, falling back to the GUCs) and who may use it
+// (idem_namespace_grant). Every store function asks here first.
+#pragma once
+
+#include "postgres.hpp"
+
+extern "C" {
+#include "datatype/timestamp.h"
+}
+
+namespace idem::pg {
+
+// The settings every call on one namespace follows. Trivially copyable: it
+// is returned by value, because the cache it comes from may be cleared by an
+// invalidation at any later catalog access.
+struct Policy {
+  bool registered;
+  bool hash_keys;
+  bool store_request;
+  bool has_replay_window;  // the namespace sets one; otherwise idempotency.replay_window
+  Interval replay_window;
+  int64 lease_us;          // in_progress_lease in microseconds; 0: never taken over
+  int64 max_payload_bytes;
+};
+
+// The policy of namespace ns for the current user. Raises 42501 when the user
+// may not use the namespace (neither the store's owner, nor a member of a
+// role it was granted to), before anything about its records is read; then
+// 42704 when idempotency.require_registered_namespace is on and it is not
+// registered.
+Policy authorize(const text* ns);
+
+// The key as the table holds it: the key itself, or with hash_keys the
+// lowercase hex SHA-256 of its UTF-8 bytes (the same in every encoding).
+text* stored_key(const text* key, const Policy& policy);
+
+// Raises 54000 when payload (a request, result or error, named by what) is
+// larger than the namespace allows; checked before anything is written.
+void check_payload_size(const Jsonb* payload, const char* what, const text* ns, const Policy& policy);
+
+// Registers the relcache hook that clears the cache when either registry
+// table changes (called once from _PG_init).
+void register_policy_invalidation();
+
+}  // namespace idem::pg
