@@ -1,0 +1,114 @@
+-- registry: idem_namespace_configure, idem_namespace_drop, idem_grant,
+-- idem_revoke and the idem_namespaces view; settings applied by the store
+-- (replay window, store_request, hash_keys, max_payload_bytes,
+-- require_registered_namespace); every error with its message and detail.
+-- Access between roles is tested in test/pgtap/namespace_access.sql.
+DELETE FROM idempotency_record;
+DELETE FROM idem_namespace_config;
+CREATE ROLE regress_idem_app;
+
+-- Registering: omitted settings are NULL and follow their GUCs.
+SELECT namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes
+FROM idem_namespace_configure('orders', replay_window => '2 days', max_payload_bytes => 4096);
+-- Configuring again replaces every setting.
+SELECT namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes
+FROM idem_namespace_configure('orders', in_progress_lease => '5 minutes', store_request => false);
+SELECT idem_grant('orders', 'regress_idem_app') AS granted, idem_grant('orders', 'regress_idem_app') AS again;
+-- Granting registers an unregistered namespace with the defaults.
+SELECT idem_grant('webhooks', 'regress_idem_app');
+SELECT namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes, grantees
+FROM idem_namespaces ORDER BY namespace;
+SELECT has_schema_privilege('regress_idem_app', 'idempotency', 'USAGE') AS schema_usage;
+SELECT idem_revoke('webhooks', 'regress_idem_app') AS revoked, idem_revoke('webhooks', 'regress_idem_app') AS again;
+
+-- The store follows the namespace: its replay window (an argument still
+-- wins), and no recorded request when store_request is off.
+BEGIN;
+SELECT kind, attempt FROM idem_begin('orders', 'o-1', '{"sku": 1}');
+SELECT kind FROM idem_begin('orders', 'o-2', '{"sku": 1}', interval '1 hour');
+SELECT key_value, expires_at - created_at AS window, request_payload FROM idempotency_record
+WHERE namespace = 'orders' ORDER BY key_value;
+SELECT idem_commit('orders', 'o-1', '{"id": 1}');
+-- A mismatch carries both hashes and no request.
+SELECT kind, recorded_request, recorded_hash = idem_request_hash('{"sku": 1}') AS recorded,
+       submitted_hash = idem_request_hash('{"sku": 2}') AS submitted
+FROM idem_begin('orders', 'o-1', '{"sku": 2}');
+ROLLBACK;
+
+-- hash_keys: the table holds the key's SHA-256 (computed here by PostgreSQL's
+-- own sha256()), never the key; the key still works for every call.
+SELECT hash_keys FROM idem_namespace_configure('users', hash_keys => true);
+SELECT kind FROM idem_begin('users', 'signup:ann@example.com', '{"plan": "pro"}');
+SELECT key_value = encode(sha256(convert_to('signup:ann@example.com', 'UTF8')), 'hex') AS hashed,
+       strpos(key_value, 'ann') = 0 AS no_raw_key
+FROM idempotency_record WHERE namespace = 'users';
+SELECT idem_commit('users', 'signup:ann@example.com', '{"user": 7}');
+SELECT kind, result FROM idem_begin('users', 'signup:ann@example.com', '{"plan": "pro"}');
+SELECT idem_commit('users', 'signup:ann@example.com', '{"user": 8}');
+-- hash_keys cannot change under existing records, either way.
+SELECT idem_namespace_configure('users', hash_keys => false);
+SELECT kind FROM idem_begin('plain', 'k', '{}');
+SELECT idem_namespace_configure('plain', hash_keys => true);
+SELECT namespace, hash_keys FROM idem_namespaces WHERE namespace IN ('users', 'plain') ORDER BY 1;
+
+-- max_payload_bytes: requests, results and errors over the limit are
+-- refused before anything is written (sizes are the jsonb's bytes).
+SELECT max_payload_bytes FROM idem_namespace_configure('tiny', max_payload_bytes => 64);
+SELECT kind FROM idem_begin('tiny', 'big', jsonb_build_object('text', repeat('x', 100)));
+SELECT count(*) AS records FROM idempotency_record WHERE namespace = 'tiny';
+SELECT kind FROM idem_begin('tiny', 'small', '{"n": 1}');
+SELECT idem_commit('tiny', 'small', jsonb_build_object('text', repeat('x', 100)));
+SELECT idem_fail_permanent('tiny', 'small', jsonb_build_object('class_tag', 'E', 'message', repeat('x', 100)));
+SELECT status FROM idempotency_record WHERE namespace = 'tiny';
+-- The GUC bounds unregistered namespaces; only superusers set it.
+SET idempotency.max_payload_bytes = 32;
+SELECT kind FROM idem_begin('elsewhere', 'k', jsonb_build_object('text', repeat('x', 100)));
+RESET idempotency.max_payload_bytes;
+SET ROLE regress_idem_app;
+SET idempotency.max_payload_bytes = 1000000000;
+RESET ROLE;
+
+-- require_registered_namespace turns an unregistered namespace into an error,
+-- for every store function.
+SET idempotency.require_registered_namespace = on;
+SELECT kind FROM idem_begin('typo', 'k', '{}');
+SELECT idem_commit('typo', 'k', '{}');
+SELECT idem_fail_transient('typo', 'k');
+SELECT kind FROM idem_begin('orders', 'o-3', '{"sku": 3}');
+RESET idempotency.require_registered_namespace;
+
+-- Bad settings and arguments: a clear error, and the registry unchanged.
+SELECT idem_namespace_configure(NULL);
+SELECT idem_namespace_configure('Orders');
+SELECT idem_namespace_configure('orders', replay_window => '0');
+SELECT idem_namespace_configure('orders', replay_window => '1 day -1 hour');
+SELECT idem_namespace_configure('orders', in_progress_lease => '-1 second');
+SELECT idem_namespace_configure('orders', hash_keys => NULL);
+SELECT idem_namespace_configure('orders', max_payload_bytes => 0);
+SELECT idem_grant('orders', NULL);
+SELECT idem_grant('orders', 'regress_idem_no_such_role');
+SELECT idem_grant('Orders', 'regress_idem_app');
+SELECT idem_revoke('orders', NULL);
+SELECT namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes, grantees
+FROM idem_namespaces ORDER BY namespace;
+
+-- Dropping: refused while records exist; grants go with the namespace.
+SELECT idem_namespace_drop('users');
+DELETE FROM idempotency_record WHERE namespace = 'orders';
+SELECT idem_namespace_drop('orders') AS dropped, idem_namespace_drop('orders') AS again;
+SELECT count(*) AS grants_left FROM idem_namespace_grant WHERE namespace = 'orders';
+
+-- Administration is the owner's: PUBLIC may not call it.
+SELECT p.proname, has_function_privilege('regress_idem_app', p.oid, 'EXECUTE') AS app_may_call
+FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace
+  AND p.proname IN ('idem_namespace_configure', 'idem_namespace_drop', 'idem_grant', 'idem_revoke',
+                    'idem_purge', 'idem_purge_batches', 'idem_namespace_changed')
+ORDER BY 1;
+SELECT has_table_privilege('regress_idem_app', 'idem_namespaces', 'SELECT') AS app_reads_registry,
+       has_table_privilege('pg_monitor', 'idem_namespaces', 'SELECT') AS monitor_reads_registry;
+SELECT idem_namespace_changed();
+
+DELETE FROM idempotency_record;
+DELETE FROM idem_namespace_config;
+DROP OWNED BY regress_idem_app;
+DROP ROLE regress_idem_app;
