@@ -21,7 +21,7 @@ REGRESS = setup namespace mint parse canonical store typed registry stats http u
 
 
 # isolationtester: test/isolation/specs/NAME.spec against test/isolation/expected/NAME.out.
-ISOLATION = mint_sessions store_concurrency store_purge
+ISOLATION = mint_sessions store_concurrency store_purge lease_takeover
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=idempotency
 
 # C++17, every warning an error; PostgreSQL's headers as system headers so
@@ -36,6 +36,9 @@ override with_llvm = no
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS tracks no header dependencies: rebuild every object when a header changes.
+$(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp)
 
 # PGXS links with the C compiler; the C++ objects need -fPIC like the rest.
 CXXFLAGS += $(CFLAGS_SL)

@@ -83,9 +83,12 @@ Outcome fresh_outcome(Datum submitted_hash, int32 attempt) {
   return o;
 }
 
-// in_flight, with how long ago the holder began (or took the record over).
-Outcome in_flight_outcome(Datum submitted_hash, TimestampTz began) {
+// in_flight, with how long ago the holder began (or took the record over),
+// when that is known.
+Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p) {
   Outcome o = outcome(in_flight, submitted_hash);
+  if (!p.began_known) return o;
+  const TimestampTz began = p.updated_at;
   auto* age = static_cast<Interval*>(palloc0(sizeof(Interval)));
   age->time = std::max<int64>(0, GetCurrentTimestamp() - began);
   o.values[f_age] = IntervalPGetDatum(age), o.nulls[f_age] = false;
@@ -222,7 +225,7 @@ IDEM_FUNCTION(idem_begin) {
       return to_datum(fcinfo, o);
     }
     const bool same_request = p.found == pg::Found::row && same_bytes(p.request_hash, submitted);
-    if (same_request && p.status == 'i' && policy.lease_us > 0 &&
+    if (same_request && p.status == 'i' && !p.own && policy.lease_us > 0 &&
         GetCurrentTimestamp() - p.updated_at >= policy.lease_us) {
       const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), IntervalPGetDatum(window)};
       Datum attempt;
@@ -241,7 +244,7 @@ IDEM_FUNCTION(idem_begin) {
         wait_for(p.busy_xid, deadline);
         continue;  // the holder ended (or time is up): look again
       }
-      Outcome o = in_flight_outcome(submitted, p.updated_at);
+      Outcome o = in_flight_outcome(submitted, p);
       return to_datum(fcinfo, o);
     }
 
@@ -263,7 +266,7 @@ IDEM_FUNCTION(idem_begin) {
         return to_datum(fcinfo, o);
       }
       default: {  // in_progress, committed by a transaction that has not finished the work
-        Outcome o = in_flight_outcome(submitted, p.updated_at);
+        Outcome o = in_flight_outcome(submitted, p);
         return to_datum(fcinfo, o);
       }
     }

@@ -5,6 +5,8 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "access/sysattr.h"
+#include "access/xact.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -136,11 +138,15 @@ Probe probe_key(const text* ns, const text* key) {
     const TransactionId xid = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
     slot_getallattrs(slot);
     p.updated_at = DatumGetTimestampTz(slot->tts_values[col_updated_at - 1]);
+    p.began_known = !TransactionIdIsValid(dirty.xmax) || TransactionIdIsValid(dirty.xmin);
     if (TransactionIdIsValid(xid)) {
       p.found = Found::busy;
       p.busy_xid = xid;
     } else {
       p.found = Found::row;
+      bool no_xmin;
+      const Datum xmin = slot_getsysattr(slot, MinTransactionIdAttributeNumber, &no_xmin);
+      p.own = !no_xmin && TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin));
       const text* status = DatumGetTextPP(slot->tts_values[col_status - 1]);
       p.status = VARDATA_ANY(status)[0];
       p.request_hash = datumCopy(slot->tts_values[col_request_hash - 1], false, -1);

@@ -52,8 +52,11 @@ struct Probe {
   bool result_null;
   bool error_null;
   bool request_null;       // store_request was off
-  TimestampTz updated_at;  // busy or row: when the holder began (or took over)
+  TimestampTz updated_at;  // when the holder began (or took over); see began_known
+  bool began_known;        // false when busy because another transaction is updating or deleting the
+                           // row: the version seen is the one before, so its time says nothing
   int32 attempt;           // row: 1, or more after takeovers
+  bool own;                // row: this transaction wrote it (never taken over: the work is ours)
 };
 
 // Looks the key up through the primary key with a dirty snapshot, which sees
