@@ -20,7 +20,8 @@ CREATE TABLE idem_namespace_config (
     max_payload_bytes integer,
     configured_at     timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT idem_namespace_config_replay_window_check CHECK (replay_window > interval '0'),
-    CONSTRAINT idem_namespace_config_lease_check CHECK (in_progress_lease >= interval '0'),
+    CONSTRAINT idem_namespace_config_lease_check
+        CHECK (in_progress_lease >= interval '0' AND in_progress_lease < interval '100 years'),
     CONSTRAINT idem_namespace_config_max_payload_bytes_check CHECK (max_payload_bytes > 0)
 );
 
@@ -55,6 +56,28 @@ CREATE TRIGGER idem_namespace_grant_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idem_namespace_grant
     FOR EACH STATEMENT EXECUTE FUNCTION idem_namespace_changed();
 
+-- For the registry functions that must count a namespace's records: waits
+-- for every transaction writing idempotency_record and keeps new writers
+-- out until the caller's transaction ends. Refused outside READ COMMITTED,
+-- where the count's snapshot could predate the wait.
+CREATE FUNCTION idem_lock_records_for_admin()
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'changing hash_keys or dropping an idempotency namespace needs READ COMMITTED'
+            USING ERRCODE = 'invalid_transaction_state',
+                  DETAIL = format('This transaction is %s; its snapshot could miss records committed since it began.',
+                                  current_setting('transaction_isolation'));
+    END IF;
+    LOCK TABLE @extschema@.idempotency_record IN SHARE MODE;
+END;
+$$;
+
+REVOKE ALL ON FUNCTION idem_lock_records_for_admin() FROM PUBLIC;
+
 -- Registers a namespace, or replaces its settings: every call states them
 -- all, and a NULL (an omitted argument) follows the GUC. Refuses to change
 -- hash_keys while the namespace has records, which would hide them.
@@ -83,10 +106,11 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('The replay window must be positive, and no part of it negative, not %s.', replay_window);
     END IF;
-    IF in_progress_lease < interval '0' OR strpos(in_progress_lease::text, '-') > 0 THEN
+    IF in_progress_lease < interval '0' OR strpos(in_progress_lease::text, '-') > 0
+       OR in_progress_lease >= interval '100 years' THEN
         RAISE EXCEPTION 'invalid idempotency in-progress lease'
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('The lease must be 0 (never taken over) or positive, and no part of it negative, not %s.', in_progress_lease);
+                  DETAIL = format('The lease must be 0 (never taken over) or positive and under 100 years, and no part of it negative, not %s.', in_progress_lease);
     END IF;
     IF hash_keys IS NULL THEN
         RAISE EXCEPTION 'hash_keys must not be null'
@@ -101,6 +125,11 @@ BEGIN
     -- The row lock orders concurrent configures of one namespace.
     SELECT * INTO old FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
     IF coalesce(old.hash_keys, false) <> hash_keys THEN
+        -- Counting must see every record, in flight ones included: wait for
+        -- the transactions writing the table, and hold off new ones until
+        -- this transaction ends. A snapshot older than that wait could miss
+        -- records, hence READ COMMITTED only.
+        PERFORM @extschema@.idem_lock_records_for_admin();
         SELECT count(*) INTO records FROM @extschema@.idempotency_record r WHERE r.namespace = ns;
         IF records > 0 THEN
             RAISE EXCEPTION 'cannot change hash_keys of idempotency namespace "%"', ns
@@ -144,6 +173,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
+    PERFORM @extschema@.idem_lock_records_for_admin();
     SELECT count(*) INTO records FROM @extschema@.idempotency_record r WHERE r.namespace = ns;
     IF records > 0 THEN
         RAISE EXCEPTION 'cannot drop idempotency namespace "%"', ns
@@ -243,12 +273,88 @@ ALTER TYPE idem_outcome ADD ATTRIBUTE age interval;
 -- table as its owner. Their search_path is pinned: nothing the caller put on
 -- theirs can stand in for an operator, function or cast they use.
 ALTER FUNCTION idem_begin(text, text, jsonb, interval) SET search_path = pg_catalog, pg_temp;
-ALTER FUNCTION idem_commit(text, text, jsonb) SET search_path = pg_catalog, pg_temp;
-ALTER FUNCTION idem_fail_permanent(text, text, jsonb) SET search_path = pg_catalog, pg_temp;
-ALTER FUNCTION idem_fail_transient(text, text) SET search_path = pg_catalog, pg_temp;
+
+-- The transitions take the attempt that idem_begin answered with fresh: when
+-- given, they act only while the record is still that attempt's, so a caller
+-- whose lease ran out cannot finish or forget a record another has taken
+-- over. (Replaced, not overloaded: with a default, both would match a call
+-- with three arguments.)
+DROP FUNCTION idem_commit(text, text, jsonb);
+DROP FUNCTION idem_fail_permanent(text, text, jsonb);
+DROP FUNCTION idem_fail_transient(text, text);
+
+CREATE FUNCTION idem_commit(namespace text, key text, result jsonb, attempt integer DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_commit'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION idem_commit(text, text, jsonb, integer) IS
+'Records the result of an in-progress operation for replay (only while it is still attempt, when given)';
+
+CREATE FUNCTION idem_fail_permanent(namespace text, key text, error jsonb, attempt integer DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_fail_permanent'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION idem_fail_permanent(text, text, jsonb, integer) IS
+'Records a permanent error ({"class_tag", "message", "cause"?}) of an in-progress operation for replay';
+
+CREATE FUNCTION idem_fail_transient(namespace text, key text, attempt integer DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_fail_transient'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION idem_fail_transient(text, text, integer) IS
+'Forgets an in-progress operation so that the next idem_begin is fresh';
 
 -- Purging crosses namespaces: it runs as the owner, for the roles the owner
 -- grants it to (the pg_cron job's, an operator's), not for PUBLIC.
 ALTER FUNCTION idem_purge(integer, integer) SECURITY DEFINER;
 REVOKE ALL ON FUNCTION idem_purge(integer, integer) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE idem_purge_batches(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_stats_count_purged(bigint) FROM PUBLIC;
+
+-- Roles that 0.3.0 let write the table (its docs asked operators to grant
+-- application roles SELECT, INSERT, UPDATE, DELETE) keep exactly what they
+-- could do, through the functions: every namespace that has records now if
+-- they could insert, and purging if they could delete. Their privileges on
+-- the table itself are revoked: from now on no application role touches it.
+-- A role that could only read keeps that, with a warning.
+DO $migrate$
+DECLARE
+    app record;
+    namespaces text[];
+BEGIN
+    SELECT array_agg(DISTINCT r.namespace) INTO namespaces FROM @extschema@.idempotency_record r;
+    FOR app IN
+        SELECT a.grantee::regrole AS role,
+               bool_or(a.privilege_type = 'INSERT') AS could_insert,
+               bool_or(a.privilege_type = 'DELETE') AS could_delete,
+               bool_or(a.privilege_type <> 'SELECT') AS could_write
+        FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+        WHERE c.oid = '@extschema@.idempotency_record'::regclass
+          AND a.grantee <> c.relowner AND a.grantee <> 0
+        GROUP BY a.grantee
+    LOOP
+        IF NOT app.could_write THEN
+            RAISE WARNING 'idempotency 0.4.0: role % can read every namespace''s records in idempotency_record', app.role
+                USING HINT = 'Revoke it, and grant pg_monitor for idem_namespace_stats, unless that is intended.';
+            CONTINUE;
+        END IF;
+        IF app.could_insert AND namespaces IS NOT NULL THEN
+            PERFORM @extschema@.idem_grant(n, app.role) FROM unnest(namespaces) n;
+        END IF;
+        IF app.could_delete THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION @extschema@.idem_purge(integer, integer) TO %s', app.role);
+            EXECUTE format('GRANT EXECUTE ON PROCEDURE @extschema@.idem_purge_batches(integer) TO %s', app.role);
+        END IF;
+        EXECUTE format('REVOKE ALL ON @extschema@.idempotency_record FROM %s', app.role);
+        RAISE NOTICE 'idempotency 0.4.0: role % now uses % namespace(s) through idem_grant instead of the table%',
+            app.role, CASE WHEN app.could_insert THEN coalesce(array_length(namespaces, 1), 0) ELSE 0 END,
+            CASE WHEN app.could_delete THEN ', and may purge' ELSE '' END;
+    END LOOP;
+END;
+$migrate$;

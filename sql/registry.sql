@@ -60,6 +60,13 @@ SELECT kind FROM idem_begin('tiny', 'small', '{"n": 1}');
 SELECT idem_commit('tiny', 'small', jsonb_build_object('text', repeat('x', 100)));
 SELECT idem_fail_permanent('tiny', 'small', jsonb_build_object('class_tag', 'E', 'message', repeat('x', 100)));
 SELECT status FROM idempotency_record WHERE namespace = 'tiny';
+-- attempt fences a transition: only the attempt that holds the record may
+-- finish or forget it (test/isolation/specs/lease_takeover.spec has the race).
+SELECT idem_commit('tiny', 'small', '{}', 0);
+SELECT idem_commit('tiny', 'small', '{}', 2);
+SELECT idem_fail_transient('tiny', 'small', 2);
+SELECT idem_commit('tiny', 'small', '{"n": 1}', 1);
+SELECT status, result_payload FROM idempotency_record WHERE namespace = 'tiny';
 -- The GUC bounds unregistered namespaces; only superusers set it.
 SET idempotency.max_payload_bytes = 32;
 SELECT kind FROM idem_begin('elsewhere', 'k', jsonb_build_object('text', repeat('x', 100)));
@@ -91,6 +98,14 @@ SELECT idem_grant('Orders', 'regress_idem_app');
 SELECT idem_revoke('orders', NULL);
 SELECT namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes, grantees
 FROM idem_namespaces ORDER BY namespace;
+
+-- Changing hash_keys or dropping must see every record: READ COMMITTED only.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT idem_namespace_configure('hashed-later', hash_keys => true);
+ROLLBACK;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT idem_namespace_drop('tiny');
+ROLLBACK;
 
 -- Dropping: refused while records exist; grants go with the namespace.
 SELECT idem_namespace_drop('users');

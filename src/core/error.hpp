@@ -18,6 +18,7 @@ inline constexpr const char object_not_in_prerequisite_state[] = "55000";
 inline constexpr const char insufficient_privilege[] = "42501";
 inline constexpr const char undefined_object[] = "42704";
 inline constexpr const char program_limit_exceeded[] = "54000";
+inline constexpr const char serialization_failure[] = "40001";
 inline constexpr const char internal_error[] = "XX000";
 }  // namespace sqlstate
 

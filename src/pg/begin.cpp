@@ -140,11 +140,13 @@ pg::Statement insert_in_progress = {
     nullptr};
 
 // Takes over an in_progress record whose lease has run out: the next
-// attempt, begun now. Matches nothing if the record was finished meanwhile.
+// attempt, begun now (this statement's time, not the transaction's, so that
+// an old transaction does not start the new lease half spent). Matches
+// nothing if the record was finished meanwhile.
 pg::Statement take_over = {
     "UPDATE idempotency.idempotency_record"
-    " SET attempt = attempt OPERATOR(pg_catalog.+) 1, updated_at = pg_catalog.now(),"
-    " expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) $3"
+    " SET attempt = attempt OPERATOR(pg_catalog.+) 1, updated_at = pg_catalog.statement_timestamp(),"
+    " expires_at = pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) $3"
     " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
     " AND status OPERATOR(pg_catalog.=) 'in_progress'"
     " RETURNING attempt",
@@ -232,7 +234,17 @@ IDEM_FUNCTION(idem_begin) {
       bool none = true;
       pg::execute(take_over, values, "   ", &attempt, &none);
       pg::unlock_key(lock);
-      if (none) continue;  // finished meanwhile: look again
+      if (none) {
+        // Finished meanwhile: look again. Under REPEATABLE READ or
+        // SERIALIZABLE a record committed after the snapshot cannot be
+        // updated, and looking again would see the same forever.
+        if (IsolationUsesXactSnapshot())
+          throw core::Error(core::sqlstate::serialization_failure,
+                            "could not serialize access due to a concurrent change of an idempotency record",
+                            "The in-progress record whose lease ran out changed after this transaction's "
+                            "snapshot was taken; retry the transaction.");
+        continue;
+      }
       Outcome o = fresh_outcome(submitted, DatumGetInt32(attempt));
       return to_datum(fcinfo, o);
     }

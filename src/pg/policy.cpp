@@ -10,6 +10,7 @@
 extern "C" {
 #include "commands/trigger.h"
 #include "utils/acl.h"
+#include "storage/lmgr.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
@@ -55,13 +56,16 @@ MemoryContext cache_context = nullptr;
 HTAB* cache = nullptr;
 Oid cached_config = InvalidOid;  // the registry tables the cache was filled from
 Oid cached_grant = InvalidOid;
+// Bumped by every invalidation that may concern the registry: an entry read
+// while it changed may predate a commit whose invalidation is already spent.
+uint64 generation = 0;
 
-void forget_policies(Datum, Oid relid) {
+void forget_policies(Datum, Oid relid) noexcept {
+  if (relid != InvalidOid && relid != cached_config && relid != cached_grant && cached_config != InvalidOid) return;
+  ++generation;
   if (cache == nullptr) return;
-  if (relid == InvalidOid || relid == cached_config || relid == cached_grant) {
-    cache = nullptr;
-    MemoryContextReset(cache_context);
-  }
+  cache = nullptr;
+  MemoryContextReset(cache_context);
 }
 
 // The cache, created empty when there is none or it is full.
@@ -145,11 +149,18 @@ Entry lookup(const text* ns, const Registry& r) {
     e.grantees = copy_oids(CurrentMemoryContext, hit->grantees, hit->grantee_count);
     return e;
   }
+  // Lock the registry first (which runs pending invalidations), then read
+  // it with a newer snapshot: a change committed before the read is in it,
+  // and one committed after sends an invalidation that comes later and
+  // bumps generation. An entry read while generation moved is not cached.
+  LockRelationOid(r.config, AccessShareLock);
+  LockRelationOid(r.grant, AccessShareLock);
+  const uint64 read_at = generation;
   Entry loaded;
   std::memcpy(loaded.name, name, sizeof name);
   load(&loaded, ns);
-  // Entered only once complete (an error while loading leaves nothing), and
-  // into the cache as it is now: loading may have cleared it.
+  if (generation != read_at) return loaded;
+  // Entered only once complete (an error while loading leaves nothing).
   auto* e = static_cast<Entry*>(hash_search(policy_cache(r), name, HASH_ENTER, nullptr));
   *e = loaded;
   e->grantees = copy_oids(cache_context, loaded.grantees, loaded.grantee_count);
@@ -171,6 +182,9 @@ std::string name_of(const text* ns) { return std::string(VARDATA_ANY(ns), VARSIZ
 }  // namespace
 
 Policy authorize(const text* ns) {
+  // A grant revoked by a transaction that has committed holds for no later
+  // call, even inside a transaction that already locked everything it uses.
+  AcceptInvalidationMessages();
   const Registry r = registry();
   Policy p{};
   p.store_request = store_request_default;

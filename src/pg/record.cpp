@@ -55,12 +55,13 @@ struct Relations {
 };
 Relations cached;
 
-void forget_relations(Datum, Oid relid) {
+void forget_relations(Datum, Oid relid) noexcept {
   if (relid == InvalidOid || relid == cached.table || relid == cached.pkey || relid == cached.registry.config ||
       relid == cached.registry.grant)
     cached = Relations{};
 }
 
+// The owner of relation relid (InvalidOid if it is gone).
 Oid owner_of(Oid relid) {
   HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
   if (!HeapTupleIsValid(tuple)) return InvalidOid;

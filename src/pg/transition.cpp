@@ -25,6 +25,24 @@ pg::Statement finish_in_progress = {
     {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID},
     nullptr};
 
+// The same two, fenced: only while the record is still the caller's attempt.
+pg::Statement finish_attempt = {
+    "UPDATE idempotency.idempotency_record"
+    " SET status = $3, result_payload = $4, error_payload = $5, updated_at = pg_catalog.now()"
+    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
+    " AND status OPERATOR(pg_catalog.=) 'in_progress' AND attempt OPERATOR(pg_catalog.=) $6",
+    6,
+    {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT4OID},
+    nullptr};
+
+pg::Statement forget_attempt = {
+    "DELETE FROM idempotency.idempotency_record"
+    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
+    " AND status OPERATOR(pg_catalog.=) 'in_progress' AND attempt OPERATOR(pg_catalog.=) $3",
+    3,
+    {TEXTOID, TEXTOID, INT4OID},
+    nullptr};
+
 pg::Statement forget_in_progress = {
     "DELETE FROM idempotency.idempotency_record"
     " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
@@ -42,9 +60,21 @@ pg::Statement current_status = {
 
 std::string string_of(const text* t) { return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)); }
 
+// The attempt argument (argno) of a fenced call, or 0 when there is none:
+// the 0.3.0 definitions have no such argument, and NULL means unfenced.
+int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
+  if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return 0;
+  const int32 attempt = PG_GETARG_INT32(argno);
+  if (attempt < 1)
+    throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency attempt",
+                      "attempt is the positive number idem_begin answered with fresh, or NULL, not " +
+                          std::to_string(attempt) + ".");
+  return attempt;
+}
+
 // Called when no in_progress row matched: says why, with SQLSTATE 55000.
 // Every PostgreSQL call comes first; strings are built only to throw.
-[[noreturn]] void not_in_progress(text* ns, text* key, const char* action) {
+[[noreturn]] void not_in_progress(text* ns, text* key, const char* action, int32 attempt) {
   const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
   Datum status;
   bool none = true;
@@ -56,6 +86,12 @@ std::string string_of(const text* t) { return std::string(VARDATA_ANY(t), VARSIZ
                       "No record exists for this key in namespace \"" + string_of(ns) +
                           "\" (or it belongs to a transaction that has not committed); "
                           "idem_begin must answer fresh first.");
+  if (attempt > 0 && string_of(status_text) == "in_progress")
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot ") + action + " an idempotency record taken over by another attempt",
+                      "The record is in progress under an attempt other than " + std::to_string(attempt) +
+                          ": that attempt outlived the namespace's in_progress_lease and a later begin took the "
+                          "record over. Only the attempt holding the record may finish it.");
   throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                     std::string("cannot ") + action + " an idempotency record that is not in progress",
                     "The record for this key is already " + string_of(status_text) +
@@ -107,14 +143,16 @@ void finish(FunctionCallInfo fcinfo, bool committing) {
   text* given_key = pg::key_arg(fcinfo, 1);
   const char* status = committing ? "committed" : "failed";
   Jsonb* payload = pg::payload_arg(fcinfo, 2, committing ? "result" : "error");
+  const int32 attempt = attempt_arg(fcinfo, 3);
   const pg::Policy policy = pg::authorize(ns);
   pg::check_payload_size(payload, committing ? "result" : "error", ns, policy);
   if (!committing) check_error_payload(payload);
   text* key = pg::stored_key(given_key, policy);
-  const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), CStringGetTextDatum(status),
-                           PointerGetDatum(payload), PointerGetDatum(payload)};
-  if (pg::execute(finish_in_progress, values, committing ? "    n" : "   n ") == 0)
-    not_in_progress(ns, key, committing ? "commit" : "fail");
+  const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),     CStringGetTextDatum(status),
+                           PointerGetDatum(payload), PointerGetDatum(payload), Int32GetDatum(attempt)};
+  const char* nulls = committing ? "    n " : "   n  ";
+  if (pg::execute(attempt > 0 ? finish_attempt : finish_in_progress, values, nulls) == 0)
+    not_in_progress(ns, key, committing ? "commit" : "fail", attempt);
   pg::count(committing ? pg::commits : pg::permanent_failures);
 }
 
@@ -139,10 +177,12 @@ IDEM_FUNCTION(idem_fail_permanent) {
 IDEM_FUNCTION(idem_fail_transient) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
+  const int32 attempt = attempt_arg(fcinfo, 2);
   const pg::Policy policy = pg::authorize(ns);
   text* key = pg::stored_key(given_key, policy);
-  const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
-  if (pg::execute(forget_in_progress, values, "  ") == 0) not_in_progress(ns, key, "fail");
+  const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), Int32GetDatum(attempt)};
+  if (pg::execute(attempt > 0 ? forget_attempt : forget_in_progress, values, "   ") == 0)
+    not_in_progress(ns, key, "fail", attempt);
   pg::count(pg::transient_failures);
   PG_RETURN_VOID();
 }
