@@ -164,5 +164,50 @@ SELECT o.kind, r.refund_id, r.amount
 FROM idempotency.idem_begin_typed('refunds', 'rf-1', 25) o,
      idempotency.idem_result(o, NULL::refund_receipt) r;
 
+CREATE ROLE signup_app LOGIN;
+
+-- Clients send keys like 'signup:ann@example.com': store only their hash, and
+-- not the request either. Records replay for a week.
+SELECT namespace, replay_window, store_request, hash_keys
+FROM idempotency.idem_namespace_configure('signups', replay_window => '7 days',
+                                          store_request => false, hash_keys => true);
+SELECT idempotency.idem_grant('signups', 'signup_app');
+
+-- A typo in a namespace is an error for this role, not a new keyspace.
+ALTER ROLE signup_app SET idempotency.require_registered_namespace = on;
+
+SELECT namespace, grantees FROM idempotency.idem_namespaces WHERE namespace = 'signups';
+
+SET ROLE signup_app;
+SELECT kind FROM idempotency.idem_begin('signups', 'signup:ann@example.com', '{"plan": "pro"}');
+SELECT kind FROM idempotency.idem_begin('payments', 'k-1', '{}');   -- not its namespace: 42501
+RESET ROLE;
+
+-- (A 1-second lease so that this example runs quickly; minutes in real life.)
+SELECT in_progress_lease FROM idempotency.idem_namespace_configure('exports', in_progress_lease => '1 second');
+
+-- Attempt 1: claim the key and commit the claim on its own.
+SELECT kind, attempt FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}');
+-- The downstream key is a function of the inbound one: the same for every attempt.
+SELECT idempotency.idem_mint('exports', ARRAY['exp-7', 'render']) AS downstream_key;
+
+-- ... the worker calls the renderer with that key, and dies. Past the lease,
+-- a retry of the same request takes the operation over:
+SELECT pg_sleep(1.1);
+SELECT kind, attempt FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}');
+-- Meanwhile a retry that comes too soon is told to wait, with the attempt's age:
+SELECT kind, age < interval '1 second' AS just_started FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}');
+
+-- Attempt 1 wakes up late: its commit, fenced with its attempt number, is refused.
+SELECT idempotency.idem_commit('exports', 'exp-7', '{"url": "/exports/7-old.pdf"}', 1);
+-- Attempt 2 calls the renderer with the same downstream key and records the outcome.
+SELECT idempotency.idem_commit('exports', 'exp-7', '{"url": "/exports/7.pdf"}', 2);
+SELECT kind, result FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}');
+-- (Not part of the recipe: clean up what it created.)
+DELETE FROM idempotency.idempotency_record WHERE namespace IN ('signups', 'exports');
+SELECT idempotency.idem_namespace_drop(n) FROM unnest(ARRAY['signups', 'exports']) n;
+DROP OWNED BY signup_app;
+DROP ROLE signup_app;
+
 -- What the pg_cron recipe schedules; scheduling itself runs in test/t/003_pg_cron.pl.
 CALL idempotency.idem_purge_batches(10000);
