@@ -45,6 +45,8 @@ FROM idempotency_record WHERE namespace = 'users';
 SELECT idem_commit('users', 'signup:ann@example.com', '{"user": 7}');
 SELECT kind, result FROM idem_begin('users', 'signup:ann@example.com', '{"plan": "pro"}');
 SELECT idem_commit('users', 'signup:ann@example.com', '{"user": 8}');
+-- Messages name a key by the start of its SHA-256: here, of the stored value.
+SELECT 'sha256:' || left(key_value, 12) || '...' AS label FROM idempotency_record WHERE namespace = 'users';
 -- hash_keys cannot change under existing records, either way.
 SELECT idem_namespace_configure('users', hash_keys => false);
 SELECT kind FROM idem_begin('plain', 'k', '{}');

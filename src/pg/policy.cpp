@@ -5,6 +5,7 @@
 // many namespaces.
 #include "policy.hpp"
 
+#include <cstdio>
 #include <cstring>
 
 extern "C" {
@@ -220,6 +221,14 @@ text* stored_key(const text* key, const Policy& policy) {
   char hex[2 * sizeof digest + 1];
   core::to_hex(digest.data(), digest.size(), hex);
   return cstring_to_text_with_len(hex, 2 * sizeof digest);
+}
+
+void key_label(const text* key, char (&out)[32]) {
+  const core::Slice utf8 = utf8_of(key);
+  const core::Digest digest = core::Sha256::of(utf8.data, utf8.size);
+  char hex[2 * sizeof digest + 1];
+  core::to_hex(digest.data(), digest.size(), hex);
+  std::snprintf(out, sizeof out, "sha256:%.12s...", hex);
 }
 
 void check_payload_size(const Jsonb* payload, const char* what, const text* ns, const Policy& policy) {

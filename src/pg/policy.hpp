@@ -35,6 +35,11 @@ Policy authorize(const text* ns);
 // lowercase hex SHA-256 of its UTF-8 bytes (the same in every encoding).
 text* stored_key(const text* key, const Policy& policy);
 
+// How messages name a key without printing it: "sha256:" and the first 12
+// hex digits of the SHA-256 of its UTF-8 bytes, NUL-terminated in out. The
+// same prefix starts the stored key of a hash_keys namespace.
+void key_label(const text* key, char (&out)[32]);
+
 // Raises 54000 when payload (a request, result or error, named by what) is
 // larger than the namespace allows; checked before anything is written.
 void check_payload_size(const Jsonb* payload, const char* what, const text* ns, const Policy& policy);

@@ -74,7 +74,10 @@ int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
 
 // Called when no in_progress row matched: says why, with SQLSTATE 55000.
 // Every PostgreSQL call comes first; strings are built only to throw.
-[[noreturn]] void not_in_progress(text* ns, text* key, const char* action, int32 attempt) {
+// given_key is the caller's key, named in the message only by key_label.
+[[noreturn]] void not_in_progress(text* ns, text* key, const text* given_key, const char* action, int32 attempt) {
+  char label[32];
+  pg::key_label(given_key, label);
   const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
   Datum status;
   bool none = true;
@@ -83,18 +86,19 @@ int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
   if (none)
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " an idempotency record that is not in progress",
-                      "No record exists for this key in namespace \"" + string_of(ns) +
+                      "No record exists for key " + std::string(label) + " in namespace \"" + string_of(ns) +
                           "\" (or it belongs to a transaction that has not committed); "
                           "idem_begin must answer fresh first.");
   if (attempt > 0 && string_of(status_text) == "in_progress")
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " an idempotency record taken over by another attempt",
-                      "The record is in progress under an attempt other than " + std::to_string(attempt) +
+                      "The record for key " + std::string(label) + " is in progress under an attempt other than " +
+                          std::to_string(attempt) +
                           ": that attempt outlived the namespace's in_progress_lease and a later begin took the "
                           "record over. Only the attempt holding the record may finish it.");
   throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                     std::string("cannot ") + action + " an idempotency record that is not in progress",
-                    "The record for this key is already " + string_of(status_text) +
+                    "The record for key " + std::string(label) + " is already " + string_of(status_text) +
                         "; committed and failed records are final.");
 }
 
@@ -152,7 +156,7 @@ void finish(FunctionCallInfo fcinfo, bool committing) {
                            PointerGetDatum(payload), PointerGetDatum(payload), Int32GetDatum(attempt)};
   const char* nulls = committing ? "    n " : "   n  ";
   if (pg::execute(attempt > 0 ? finish_attempt : finish_in_progress, values, nulls) == 0)
-    not_in_progress(ns, key, committing ? "commit" : "fail", attempt);
+    not_in_progress(ns, key, given_key, committing ? "commit" : "fail", attempt);
   pg::count(committing ? pg::commits : pg::permanent_failures);
 }
 
@@ -182,7 +186,7 @@ IDEM_FUNCTION(idem_fail_transient) {
   text* key = pg::stored_key(given_key, policy);
   const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), Int32GetDatum(attempt)};
   if (pg::execute(attempt > 0 ? forget_attempt : forget_in_progress, values, "   ") == 0)
-    not_in_progress(ns, key, "fail", attempt);
+    not_in_progress(ns, key, given_key, "fail", attempt);
   pg::count(pg::transient_failures);
   PG_RETURN_VOID();
 }
