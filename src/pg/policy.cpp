@@ -62,7 +62,7 @@ Oid cached_grant = InvalidOid;
 uint64 generation = 0;
 
 void forget_policies(Datum, Oid relid) noexcept {
-  if (relid != InvalidOid && relid != cached_config && relid != cached_grant && cached_config != InvalidOid) return;
+  if (relid != InvalidOid && relid != cached_config && relid != cached_grant) return;
   ++generation;
   if (cache == nullptr) return;
   cache = nullptr;
@@ -178,7 +178,12 @@ bool may_use(const Entry& e, Oid owner) {
   return false;
 }
 
-std::string name_of(const text* ns) { return std::string(VARDATA_ANY(ns), VARSIZE_ANY_EXHDR(ns)); }
+// The lowercase hex SHA-256 of key's UTF-8 bytes, NUL-terminated.
+void key_hex(const text* key, char (&hex)[65]) {
+  const core::Slice utf8 = utf8_of(key);
+  const core::Digest digest = core::Sha256::of(utf8.data, utf8.size);
+  core::to_hex(digest.data(), digest.size(), hex);
+}
 
 }  // namespace
 
@@ -199,11 +204,11 @@ Policy authorize(const text* ns) {
   const Entry e = lookup(ns, r);
   if (!may_use(e, r.owner))
     throw core::Error(core::sqlstate::insufficient_privilege,
-                      "permission denied for idempotency namespace \"" + name_of(ns) + "\"",
+                      "permission denied for idempotency namespace \"" + string_of(ns) + "\"",
                       "The namespace's administrator grants it with idem_grant(namespace, role).");
   if (!e.registered && require_registered_namespace)
     throw core::Error(core::sqlstate::undefined_object,
-                      "idempotency namespace \"" + name_of(ns) + "\" is not registered",
+                      "idempotency namespace \"" + string_of(ns) + "\" is not registered",
                       "idempotency.require_registered_namespace is on; register it with idem_namespace_configure.");
   p.registered = e.registered;
   p.hash_keys = e.hash_keys;
@@ -216,18 +221,14 @@ Policy authorize(const text* ns) {
 
 text* stored_key(const text* key, const Policy& policy) {
   if (!policy.hash_keys) return const_cast<text*>(key);
-  const core::Slice utf8 = utf8_of(key);
-  const core::Digest digest = core::Sha256::of(utf8.data, utf8.size);
-  char hex[2 * sizeof digest + 1];
-  core::to_hex(digest.data(), digest.size(), hex);
-  return cstring_to_text_with_len(hex, 2 * sizeof digest);
+  char hex[65];
+  key_hex(key, hex);
+  return cstring_to_text_with_len(hex, 64);
 }
 
 void key_label(const text* key, char (&out)[32]) {
-  const core::Slice utf8 = utf8_of(key);
-  const core::Digest digest = core::Sha256::of(utf8.data, utf8.size);
-  char hex[2 * sizeof digest + 1];
-  core::to_hex(digest.data(), digest.size(), hex);
+  char hex[65];
+  key_hex(key, hex);
   std::snprintf(out, sizeof out, "sha256:%.12s...", hex);
 }
 
@@ -235,7 +236,7 @@ void check_payload_size(const Jsonb* payload, const char* what, const text* ns, 
   const int64 size = VARSIZE(payload) - VARHDRSZ;
   if (size <= policy.max_payload_bytes) return;
   throw core::Error(core::sqlstate::program_limit_exceeded, std::string("idempotency ") + what + " is too large",
-                    "It is " + std::to_string(size) + " bytes as jsonb; namespace \"" + name_of(ns) +
+                    "It is " + std::to_string(size) + " bytes as jsonb; namespace \"" + string_of(ns) +
                         "\" allows at most " + std::to_string(policy.max_payload_bytes) +
                         " (its max_payload_bytes, or idempotency.max_payload_bytes).");
 }

@@ -22,6 +22,8 @@ text* text_of_utf8(core::Slice s) {
   return cstring_to_text_with_len(server, server == s.data ? len : static_cast<int>(std::strlen(server)));
 }
 
+std::string string_of(const text* t) { return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)); }
+
 text* namespace_arg(FunctionCallInfo fcinfo, int argno) {
   if (PG_ARGISNULL(argno))
     throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency namespace must not be null",

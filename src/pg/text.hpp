@@ -3,6 +3,8 @@
 // function takes.
 #pragma once
 
+#include <string>
+
 #include "../core/utf8.hpp"
 #include "postgres.hpp"
 
@@ -18,6 +20,10 @@ core::Slice utf8_of(const text* t);
 
 // A text value in the database encoding holding the UTF-8 bytes s.
 text* text_of_utf8(core::Slice s);
+
+// The bytes of t as a std::string, for messages: call it only inside the
+// expression that throws, so no std::string outlives a PostgreSQL call.
+std::string string_of(const text* t);
 
 // Reads argument argno as a namespace and validates it; NULL is an error.
 // Namespaces are ASCII, so the text is the same in every encoding.

@@ -16,37 +16,39 @@ using namespace idem;
 
 namespace {
 
+// The unfenced statements serve 0.3.0's schema too, which has no attempt
+// column; the fenced ones add one condition to the same SQL.
+#define FINISH_IN_PROGRESS                                                               \
+  "UPDATE idempotency.idempotency_record"                                              \
+  " SET status = $3, result_payload = $4, error_payload = $5, updated_at = pg_catalog.now()" \
+  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"     \
+  " AND status OPERATOR(pg_catalog.=) 'in_progress'"
+#define FORGET_IN_PROGRESS                                                           \
+  "DELETE FROM idempotency.idempotency_record"                                     \
+  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2" \
+  " AND status OPERATOR(pg_catalog.=) 'in_progress'"
+
 pg::Statement finish_in_progress = {
-    "UPDATE idempotency.idempotency_record"
-    " SET status = $3, result_payload = $4, error_payload = $5, updated_at = pg_catalog.now()"
-    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
-    " AND status OPERATOR(pg_catalog.=) 'in_progress'",
+    FINISH_IN_PROGRESS,
     5,
     {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID},
     nullptr};
 
 // The same two, fenced: only while the record is still the caller's attempt.
 pg::Statement finish_attempt = {
-    "UPDATE idempotency.idempotency_record"
-    " SET status = $3, result_payload = $4, error_payload = $5, updated_at = pg_catalog.now()"
-    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
-    " AND status OPERATOR(pg_catalog.=) 'in_progress' AND attempt OPERATOR(pg_catalog.=) $6",
+    FINISH_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $6",
     6,
     {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT4OID},
     nullptr};
 
 pg::Statement forget_attempt = {
-    "DELETE FROM idempotency.idempotency_record"
-    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
-    " AND status OPERATOR(pg_catalog.=) 'in_progress' AND attempt OPERATOR(pg_catalog.=) $3",
+    FORGET_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $3",
     3,
     {TEXTOID, TEXTOID, INT4OID},
     nullptr};
 
 pg::Statement forget_in_progress = {
-    "DELETE FROM idempotency.idempotency_record"
-    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
-    " AND status OPERATOR(pg_catalog.=) 'in_progress'",
+    FORGET_IN_PROGRESS,
     2,
     {TEXTOID, TEXTOID},
     nullptr};
@@ -57,8 +59,6 @@ pg::Statement current_status = {
     2,
     {TEXTOID, TEXTOID},
     nullptr};
-
-std::string string_of(const text* t) { return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)); }
 
 // The attempt argument (argno) of a fenced call, or 0 when there is none:
 // the 0.3.0 definitions have no such argument, and NULL means unfenced.
@@ -86,10 +86,10 @@ int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
   if (none)
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " an idempotency record that is not in progress",
-                      "No record exists for key " + std::string(label) + " in namespace \"" + string_of(ns) +
+                      "No record exists for key " + std::string(label) + " in namespace \"" + pg::string_of(ns) +
                           "\" (or it belongs to a transaction that has not committed); "
                           "idem_begin must answer fresh first.");
-  if (attempt > 0 && string_of(status_text) == "in_progress")
+  if (attempt > 0 && pg::string_of(status_text) == "in_progress")
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " an idempotency record taken over by another attempt",
                       "The record for key " + std::string(label) + " is in progress under an attempt other than " +
@@ -98,7 +98,7 @@ int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
                           "record over. Only the attempt holding the record may finish it.");
   throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                     std::string("cannot ") + action + " an idempotency record that is not in progress",
-                    "The record for key " + std::string(label) + " is already " + string_of(status_text) +
+                    "The record for key " + std::string(label) + " is already " + pg::string_of(status_text) +
                         "; committed and failed records are final.");
 }
 
