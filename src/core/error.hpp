@@ -19,24 +19,28 @@ inline constexpr const char insufficient_privilege[] = "42501";
 inline constexpr const char undefined_object[] = "42704";
 inline constexpr const char program_limit_exceeded[] = "54000";
 inline constexpr const char serialization_failure[] = "40001";
+inline constexpr const char read_only_sql_transaction[] = "25006";
 inline constexpr const char internal_error[] = "XX000";
 }  // namespace sqlstate
 
-// An error for the SQL caller: SQLSTATE, a one-line message, an optional detail.
+// An error for the SQL caller: SQLSTATE, a one-line message, an optional
+// detail and an optional hint.
 class Error : public std::exception {
  public:
-  Error(const char* sqlstate, std::string message, std::string detail = {})
-      : sqlstate_(sqlstate), message_(std::move(message)), detail_(std::move(detail)) {}
+  Error(const char* sqlstate, std::string message, std::string detail = {}, std::string hint = {})
+      : sqlstate_(sqlstate), message_(std::move(message)), detail_(std::move(detail)), hint_(std::move(hint)) {}
 
   const char* what() const noexcept override { return message_.c_str(); }
   const char* sqlstate() const noexcept { return sqlstate_; }
   const std::string& message() const noexcept { return message_; }
   const std::string& detail() const noexcept { return detail_; }
+  const std::string& hint() const noexcept { return hint_; }
 
  private:
   const char* sqlstate_;  // always one of the static strings above
   std::string message_;
   std::string detail_;
+  std::string hint_;
 };
 
 }  // namespace idem::core

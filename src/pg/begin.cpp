@@ -219,6 +219,7 @@ IDEM_FUNCTION(idem_begin) {
     const LOCKTAG lock = pg::lock_key(ns, key);
     pg::Probe p = pg::probe_key(ns, key);
     if (p.found == pg::Found::nothing) {
+      pg::require_read_write(given_key, "idem_begin", "begin");
       const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), submitted, PointerGetDatum(request),
                                IntervalPGetDatum(window)};
       pg::execute(insert_in_progress, values, policy.store_request ? "     " : "   n ");
@@ -229,6 +230,7 @@ IDEM_FUNCTION(idem_begin) {
     const bool same_request = p.found == pg::Found::row && same_bytes(p.request_hash, submitted);
     if (same_request && p.status == 'i' && !p.own && policy.lease_us > 0 &&
         GetCurrentTimestamp() - p.updated_at >= policy.lease_us) {
+      pg::require_read_write(given_key, "idem_begin", "begin");
       const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), IntervalPGetDatum(window)};
       Datum attempt;
       bool none = true;

@@ -9,6 +9,8 @@
 #include <cstring>
 
 extern "C" {
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "commands/trigger.h"
 #include "utils/acl.h"
 #include "storage/lmgr.h"
@@ -230,6 +232,21 @@ void key_label(const text* key, char (&out)[32]) {
   char hex[65];
   key_hex(key, hex);
   std::snprintf(out, sizeof out, "sha256:%.12s...", hex);
+}
+
+void require_read_write(const text* key, const char* function, const char* action) {
+  if (!XactReadOnly) return;
+  const bool standby = RecoveryInProgress();
+  char label[32];
+  key_label(key, label);
+  throw core::Error(core::sqlstate::read_only_sql_transaction,
+                    std::string("cannot ") + action + " idempotency key " + label + " in a read-only transaction",
+                    standby ? "The server is a standby in recovery: it replays recorded outcomes but records no "
+                              "new attempt."
+                            : "The transaction is read-only (SET TRANSACTION READ ONLY, or "
+                              "default_transaction_read_only): it replays recorded outcomes but records no new "
+                              "attempt.",
+                    std::string("Call ") + function + (standby ? " on the primary." : " in a read-write transaction."));
 }
 
 void check_payload_size(const Jsonb* payload, const char* what, const text* ns, const Policy& policy) {

@@ -44,6 +44,12 @@ void key_label(const text* key, char (&out)[32]);
 // larger than the namespace allows; checked before anything is written.
 void check_payload_size(const Jsonb* payload, const char* what, const text* ns, const Policy& policy);
 
+// Raises 25006 when the transaction cannot write: a read-only transaction,
+// or any transaction on a standby. Called by a store function (named by
+// function, acting as action) just before the first write it needs, so that
+// replays, which write nothing, still work there.
+void require_read_write(const text* key, const char* function, const char* action);
+
 // Registers the relcache hook that clears the cache when either registry
 // table changes (called once from _PG_init).
 void register_policy_invalidation();

@@ -151,6 +151,8 @@ void finish(FunctionCallInfo fcinfo, bool committing) {
   const pg::Policy policy = pg::authorize(ns);
   pg::check_payload_size(payload, committing ? "result" : "error", ns, policy);
   if (!committing) check_error_payload(payload);
+  pg::require_read_write(given_key, committing ? "idem_commit" : "idem_fail_permanent",
+                         committing ? "commit" : "fail");
   text* key = pg::stored_key(given_key, policy);
   const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),     CStringGetTextDatum(status),
                            PointerGetDatum(payload), PointerGetDatum(payload), Int32GetDatum(attempt)};
@@ -183,6 +185,7 @@ IDEM_FUNCTION(idem_fail_transient) {
   text* given_key = pg::key_arg(fcinfo, 1);
   const int32 attempt = attempt_arg(fcinfo, 2);
   const pg::Policy policy = pg::authorize(ns);
+  pg::require_read_write(given_key, "idem_fail_transient", "fail");
   text* key = pg::stored_key(given_key, policy);
   const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), Int32GetDatum(attempt)};
   if (pg::execute(attempt > 0 ? forget_attempt : forget_in_progress, values, "   ") == 0)

@@ -1,0 +1,107 @@
+# 007_standby.pl: a streaming standby serves the primary's records read-only.
+#
+# Records written on the primary reach the standby through WAL. There
+# idem_begin replays a committed result, a recorded error and a mismatch
+# exactly as the primary would, and needs no write to do so; an answer that
+# would have to write (fresh, or a lease takeover) is refused with SQLSTATE
+# 25006 and a message that says why. The transitions and purge are refused
+# the same way. A read-only transaction on the primary behaves alike.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $primary = PostgreSQL::Test::Cluster->new('primary');
+$primary->init(allows_streaming => 1);
+$primary->start;
+$primary->safe_psql('postgres', q{
+	CREATE EXTENSION idempotency;
+	SELECT idempotency.idem_namespace_configure('leased', in_progress_lease => '1 millisecond');
+	BEGIN;
+	SELECT idempotency.idem_begin('n', 'paid', '{"amount": 10}');
+	SELECT idempotency.idem_commit('n', 'paid', '{"receipt": "r-1"}');
+	SELECT idempotency.idem_begin('n', 'declined', '{"amount": 20}');
+	SELECT idempotency.idem_fail_permanent('n', 'declined', '{"class_tag": "Declined", "message": "no funds"}');
+	-- An attempt whose transaction committed without finishing the work.
+	SELECT idempotency.idem_begin('leased', 'stuck', '{"amount": 30}');
+	COMMIT;
+});
+$primary->backup('backup');
+
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($primary, 'backup', has_streaming => 1);
+$standby->start;
+
+# A record committed after the standby started arrives through streaming.
+$primary->safe_psql('postgres', q{
+	BEGIN;
+	SELECT idempotency.idem_begin('n', 'later', '{"amount": 40}');
+	SELECT idempotency.idem_commit('n', 'later', '{"receipt": "r-2"}');
+	COMMIT;
+});
+$primary->wait_for_catchup($standby);
+
+is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'the standby is in recovery');
+
+# begin answers what the record says, without writing.
+sub begin_on
+{
+	my ($node, $ns, $key, $request) = @_;
+	return $node->psql('postgres', qq{
+		SELECT kind, coalesce(result, error, recorded_request)
+		FROM idempotency.idem_begin('$ns', '$key', '$request')}, extra_params => ['-v', 'VERBOSITY=verbose']);
+}
+my ($ret, $out, $err) = begin_on($standby, 'n', 'paid', '{"amount": 10}');
+is($out, 'prior_result|{"receipt": "r-1"}', 'a committed result replays on the standby');
+($ret, $out, $err) = begin_on($standby, 'n', 'later', '{"amount": 40}');
+is($out, 'prior_result|{"receipt": "r-2"}', 'a result committed after the backup replays too (streamed)');
+($ret, $out, $err) = begin_on($standby, 'n', 'declined', '{"amount": 20}');
+is($out, 'prior_error|{"message": "no funds", "class_tag": "Declined"}', 'a recorded error replays');
+($ret, $out, $err) = begin_on($standby, 'n', 'paid', '{"amount": 11}');
+is($out, 'mismatch|{"amount": 10}', 'a different request is a mismatch');
+($ret, $out, $err) = begin_on($standby, 'leased', 'stuck', '{"amount": 30}');
+isnt($ret, 0, 'a lease takeover is refused on the standby');
+like($err, qr/ERROR:  25006: cannot begin idempotency key sha256:[0-9a-f]{12}\.\.\. in a read-only transaction/,
+	'with SQLSTATE 25006, naming the key by its label');
+
+# A new key would need a write: refused, clearly.
+($ret, $out, $err) = $standby->psql('postgres',
+	q{SELECT idempotency.idem_begin('n', 'new', '{"amount": 50}')}, extra_params => ['-v', 'VERBOSITY=verbose']);
+isnt($ret, 0, 'begin of a new key fails on the standby');
+like($err, qr/ERROR:  25006: cannot begin idempotency key sha256:[0-9a-f]{12}\.\.\. in a read-only transaction/,
+	'with SQLSTATE 25006');
+like($err, qr/DETAIL:  The server is a standby in recovery: it replays recorded outcomes but records no new attempt\./,
+	'and a detail that says the server is a standby');
+like($err, qr/HINT:  Call idem_begin on the primary\./, 'and a hint that says where to go');
+
+# The transitions and purge need writes too.
+for my $call ("idem_commit('n', 'paid', '{}')", "idem_fail_permanent('n', 'paid', '{\"class_tag\": \"E\", \"message\": \"m\"}')",
+	"idem_fail_transient('n', 'paid')", "idem_purge()")
+{
+	($ret, $out, $err) = $standby->psql('postgres', "SELECT idempotency.$call",
+		extra_params => ['-v', 'VERBOSITY=verbose']);
+	like($err, qr/ERROR:  25006: /, "$call fails on the standby with 25006");
+}
+
+# The primary, in a read-only transaction, replays and refuses alike.
+($ret, $out, $err) = $primary->psql('postgres', q{
+	SET default_transaction_read_only = on;
+	SELECT kind FROM idempotency.idem_begin('n', 'paid', '{"amount": 10}');
+	SELECT idempotency.idem_begin('n', 'new', '{"amount": 50}');}, extra_params => ['-v', 'VERBOSITY=verbose']);
+is($out, 'prior_result', 'a read-only transaction on the primary replays');
+like($err, qr/ERROR:  25006: cannot begin idempotency key sha256:[0-9a-f]{12}\.\.\. in a read-only transaction/,
+	'and refuses a new key with 25006');
+like($err, qr/DETAIL:  The transaction is read-only/, 'saying the transaction is read-only');
+
+# Nothing the standby was asked did anything: the primary's records are as
+# they were, and the new key is still new there.
+is($primary->safe_psql('postgres', q{
+	SELECT string_agg(namespace || '/' || key_value || '/' || status, ' ' ORDER BY namespace, key_value)
+	FROM idempotency.idempotency_record}),
+	'leased/stuck/in_progress n/declined/failed n/later/committed n/paid/committed',
+	'the primary still has exactly its four records');
+
+$standby->stop;
+$primary->stop;
+done_testing();
