@@ -1,0 +1,485 @@
+# 005_dump_restore_and_upgrade.pl: the records outlive the two things an
+# operator does to a database besides running it. ALTER EXTENSION UPDATE
+# from every released version keeps every row, column for column, and the
+# 0.4.0 API replays them; pg_dump and pg_restore (custom and plain format)
+# keep every record, namespace setting and grant byte for byte, and the
+# restored store answers and enforces its grants as the original did.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('durability');
+$node->init(extra => ['--encoding=UTF8', '--locale=C']);
+$node->start;
+
+# The release this build installs (0.4.0 and later share the API used here).
+my $current = $node->safe_psql('postgres',
+	q{SELECT default_version FROM pg_available_extensions WHERE name = 'idempotency'});
+
+# The columns every release since 0.2.0 has, in the order of the table.
+my $v2_columns = 'namespace, key_value, status, request_hash, request_payload, result_payload, '
+  . 'error_payload, created_at, updated_at, expires_at';
+
+# Every row of a query in COPY's text format (NULL as \N, bytea as hex,
+# every character escaped unambiguously), so two results are equal exactly
+# when their rows are equal value for value.
+sub rows
+{
+	my ($db, $query) = @_;
+	return $node->safe_psql($db, "COPY ($query) TO STDOUT");
+}
+
+# The records as every release wrote them, in key order.
+sub record_rows
+{
+	my ($db, $columns) = @_;
+	return rows($db, "SELECT $columns FROM idempotency.idempotency_record ORDER BY namespace, key_value");
+}
+
+# Keys that need care: non-ASCII characters in three UTF-8 lengths, and the
+# longest key there may be (255 characters, 382 bytes).
+my $multibyte_key = q{U&'Gr\00FC\00DFe-\65E5\672C\8A9E-\+01F600'};
+my $longest_key   = q{repeat(U&'\00E9', 127) || repeat('k', 128)};
+
+# A store filled through the API of 0.2.0 and 0.3.0 (the same store
+# functions: idem_commit, idem_fail_permanent, idem_fail_transient without
+# an attempt, the typed wrappers): committed records with results, one of
+# them stored out of line (TOAST), permanently failed ones with error
+# payloads, an in_progress record whose transaction committed, a forgotten
+# (transiently failed) attempt, five namespaces and 300 generated records.
+my $populate_v2 = qq{
+	SET search_path = idempotency, public;
+	BEGIN;
+	SELECT idem_begin('orders', 'o-1', '{"sku": "A", "qty": 1}');
+	SELECT idem_commit('orders', 'o-1', '{"order_id": 1, "total": 9.90}');
+	COMMIT;
+	BEGIN;
+	SELECT idem_begin('orders', 'o-2', '{"sku": "B", "qty": 5}', '30 days');
+	SELECT idem_fail_permanent('orders', 'o-2', '{"class_tag": "OutOfStock", "message": "no stock", "cause": "sku B sold out"}');
+	COMMIT;
+	BEGIN;
+	SELECT idem_begin('payments', $multibyte_key, '{"amount": 12.50, "currency": "EUR"}');
+	SELECT idem_commit('payments', $multibyte_key, '{"status": 201, "headers": {"Location": "/p/1"}, "body": {"id": 1}}');
+	COMMIT;
+	BEGIN;
+	SELECT idem_begin('payments', $longest_key, '{"amount": 1}');
+	SELECT idem_commit('payments', $longest_key,
+		jsonb_build_object('blob', (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 3000) i)));
+	COMMIT;
+	BEGIN;
+	SELECT idem_begin('refunds-v2', 'r-1', '{"refund": 1}');
+	SELECT idem_fail_permanent('refunds-v2', 'r-1', '{"class_tag": "Declined", "message": "card declined"}');
+	COMMIT;
+	SELECT idem_begin('refunds-v2', 'r-2', '{"refund": 2}');
+	BEGIN;
+	SELECT idem_begin('refunds-v2', 'r-3', '{"refund": 3}');
+	SELECT idem_fail_transient('refunds-v2', 'r-3');
+	COMMIT;
+	BEGIN;
+	SELECT idem_begin_typed('typed', 't-1', 42);
+	SELECT idem_commit_typed('typed', 't-1', 'done'::text);
+	COMMIT;
+	DO \$\$
+	BEGIN
+		FOR i IN 1..300 LOOP
+			PERFORM idempotency.idem_begin('bulk', 'b-' || i, jsonb_build_object('i', i));
+			IF i % 3 = 0 THEN
+				PERFORM idempotency.idem_fail_permanent('bulk', 'b-' || i,
+					jsonb_build_object('class_tag', 'E' || i, 'message', 'failed ' || i));
+			ELSIF i % 3 = 1 THEN
+				PERFORM idempotency.idem_commit('bulk', 'b-' || i, jsonb_build_object('n', i, 'pad', repeat('x', i)));
+			END IF;
+		END LOOP;
+	END
+	\$\$;
+};
+
+# The 0.4.0 API over every record that where selects (after an update or a
+# restore): a committed one replays its stored result, a failed one its
+# stored error, an in_progress one is in flight (its lease, if any, has not
+# run out), and a different request on any of them is a mismatch that
+# shows the stored request. Returns how many records answered wrongly and
+# how many there were.
+sub replay_all
+{
+	my ($db, $where) = @_;
+	return $node->safe_psql($db, qq{
+		SELECT count(*) FILTER (WHERE NOT (CASE r.status
+		           WHEN 'committed' THEN o.kind = 'prior_result' AND o.result = r.result_payload
+		           WHEN 'failed' THEN o.kind = 'prior_error' AND o.error = r.error_payload
+		           ELSE o.kind = 'in_flight' END))
+		       + count(*) FILTER (WHERE m.kind IS DISTINCT FROM 'mismatch'
+		                          OR m.recorded_request IS DISTINCT FROM r.request_payload)
+		       || ' wrong of ' || count(*)
+		FROM idempotency.idempotency_record r
+		CROSS JOIN LATERAL idempotency.idem_begin(r.namespace, r.key_value, r.request_payload) o
+		CROSS JOIN LATERAL idempotency.idem_begin(r.namespace, r.key_value, '{"another": "request"}') m
+		WHERE $where});
+}
+
+# ---------------------------------------------------------------------------
+# 1. ALTER EXTENSION idempotency UPDATE from every release
+
+# 0.1.0 had no store: nothing to keep but its functions' answers, and the
+# store the update creates must work from its first call.
+$node->safe_psql('postgres', 'CREATE DATABASE v010');
+$node->safe_psql('v010', q{CREATE EXTENSION idempotency VERSION '0.1.0'});
+my $pure = q{SELECT idempotency.idem_mint('n', ARRAY['a', U&'\00E9']) || ' '
+	|| encode(idempotency.idem_request_hash('{"b": [1.50, null], "a": "x"}'), 'hex') || ' '
+	|| idempotency.idem_parse('n', '  k  ') || ' ' || idempotency.idem_canonical('{"b": 1, "a": 2}')};
+my $pure_010 = $node->safe_psql('v010', $pure);
+like($pure_010, qr/^[0-9a-f]{64} [0-9a-f]{64} k \{"a":2,"b":1\}$/, '0.1.0 mints, fingerprints, parses and canonicalizes');
+is($node->safe_psql('v010', q{SELECT to_regclass('idempotency.idempotency_record') IS NULL}), 't',
+	'0.1.0 has no store to populate');
+$node->safe_psql('v010', 'ALTER EXTENSION idempotency UPDATE');
+is($node->safe_psql('v010', q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), $current,
+	"0.1.0 updates to $current");
+is($node->safe_psql('v010', $pure), $pure_010, '0.1.0 keys, fingerprints and canonical text are unchanged by the update');
+is($node->safe_psql('v010', q{
+	SELECT (idempotency.idem_begin('n', 'k', '{"a": 1}')).kind;
+	SELECT idempotency.idem_commit('n', 'k', '{"ok": true}');
+	SELECT o.kind || ' ' || o.result FROM idempotency.idem_begin('n', 'k', '{"a": 1}') o;}),
+	"fresh\n\nprior_result {\"ok\": true}", 'the store the update created records and replays');
+
+# 0.2.0, 0.3.0 and 0.4.0: the same population, the update, then every row checked.
+for my $version ('0.2.0', '0.3.0', '0.4.0')
+{
+	(my $db = "v$version") =~ s/\.//g;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, "CREATE EXTENSION idempotency VERSION '$version'");
+	$node->safe_psql($db, $populate_v2);
+
+	if ($version eq '0.3.0')
+	{
+		# A 0.3.0 deployment as its docs said: the application role has the
+		# table's privileges and writes its own records through the functions.
+		$node->safe_psql($db, q{
+			CREATE ROLE app03 LOGIN;
+			GRANT USAGE ON SCHEMA idempotency TO app03;
+			GRANT SELECT, INSERT, UPDATE, DELETE ON idempotency.idempotency_record TO app03;
+			SET ROLE app03;
+			BEGIN;
+			SELECT idempotency.idem_begin('legacy', 'l-1', '{"n": 1}');
+			SELECT idempotency.idem_commit('legacy', 'l-1', '{"legacy": true}');
+			COMMIT;
+			BEGIN;
+			SELECT idempotency.idem_begin('legacy', 'l-2', '{"n": 2}');
+			SELECT idempotency.idem_fail_permanent('legacy', 'l-2', '{"class_tag": "Old", "message": "old failure"}');
+			COMMIT;
+			SELECT idempotency.idem_begin('legacy', 'l-3', '{"n": 3}');});
+	}
+	my $legacy = $version eq '0.3.0' ? 3 : 0;
+
+	my $before = record_rows($db, $v2_columns);
+	is($node->safe_psql($db, q{
+		SELECT string_agg(status || '=' || n, ' ' ORDER BY status)
+		FROM (SELECT status, count(*) n FROM idempotency.idempotency_record GROUP BY status) s}),
+		'committed=' . (104 + $legacy / 3) . ' failed=' . (102 + $legacy / 3) . ' in_progress=' . (101 + $legacy / 3),
+		"$version: the population is there, every status (the forgotten attempt is not)");
+	is($node->safe_psql($db, q{
+		SELECT count(DISTINCT namespace) || ' ' || max(char_length(key_value)) || ' '
+		       || max(octet_length(key_value)) || ' ' || bool_or(pg_column_size(result_payload) > 8000)
+		FROM idempotency.idempotency_record}),
+		($version eq '0.3.0' ? '6' : '5') . ' 255 382 true',
+		"$version: several namespaces, a 255-character multibyte key, a large result");
+
+	my ($ret, $out, $err) = $node->psql($db, 'ALTER EXTENSION idempotency UPDATE', on_error_stop => 1);
+	is($ret, 0, "$version: ALTER EXTENSION idempotency UPDATE succeeds");
+	is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), $current,
+		"$version: extversion is $current");
+
+	is(record_rows($db, $v2_columns), $before, "$version: every column of every record is unchanged by the update");
+	is($node->safe_psql($db, q{
+		SELECT count(*) FILTER (WHERE attempt = 1) || ' of ' || count(*) FROM idempotency.idempotency_record}),
+		(307 + $legacy) . ' of ' . (307 + $legacy), "$version: every record is the first attempt");
+
+	# The 0.4.0 API, one record of each kind, then all of them.
+	is($node->safe_psql($db, q{
+		SELECT o.kind || ' ' || o.result || ' ' || (o.attempt IS NULL)
+		FROM idempotency.idem_begin('orders', 'o-1', '{"qty": 1, "sku": "A"}') o}),
+		'prior_result {"total": 9.90, "order_id": 1} true', "$version: a committed key replays its result");
+	is($node->safe_psql($db, qq{
+		SELECT o.kind || ' ' || o.result
+		FROM idempotency.idem_begin('payments', $multibyte_key, '{"currency": "EUR", "amount": 12.50}') o}),
+		'prior_result {"body": {"id": 1}, "status": 201, "headers": {"Location": "/p/1"}}',
+		"$version: the multibyte key replays its result");
+	is($node->safe_psql($db, qq{
+		SELECT o.kind || ' ' || md5(o.result ->> 'blob')
+		FROM idempotency.idem_begin('payments', $longest_key, '{"amount": 1}') o}),
+		'prior_result ' . $node->safe_psql($db,
+			q{SELECT md5(string_agg(md5(i::text), '')) FROM generate_series(1, 3000) i}),
+		"$version: the 255-character key replays its large result");
+	is($node->safe_psql($db, q{
+		SELECT o.kind || ' ' || o.error FROM idempotency.idem_begin('orders', 'o-2', '{"sku": "B", "qty": 5}') o}),
+		'prior_error {"cause": "sku B sold out", "message": "no stock", "class_tag": "OutOfStock"}',
+		"$version: a failed key replays its error");
+	is($node->safe_psql($db, q{
+		SELECT o.kind || ' ' || o.recorded_request
+		FROM idempotency.idem_begin('orders', 'o-1', '{"sku": "A", "qty": 2}') o}),
+		'mismatch {"qty": 1, "sku": "A"}', "$version: a different request is a mismatch");
+	is($node->safe_psql($db, q{
+		SELECT o.kind || ' ' || (o.age IS NOT NULL) FROM idempotency.idem_begin('refunds-v2', 'r-2', '{"refund": 2}') o}),
+		'in_flight true', "$version: the in_progress record is in flight");
+	is($node->safe_psql($db, q{
+		SELECT idempotency.idem_result(idempotency.idem_begin_typed('typed', 't-1', 42), NULL::text)}),
+		'done', "$version: a typed result decodes");
+	is(replay_all($db, "r.namespace <> 'legacy'"), '0 wrong of 307',
+		"$version: every record replays its result or error, or is in flight, and is a mismatch for another request");
+	is($node->safe_psql($db, q{
+		SELECT o.kind || ' ' || o.attempt FROM idempotency.idem_begin('refunds-v2', 'r-3', '{"refund": 3}') o;
+		SELECT o.kind || ' ' || o.attempt FROM idempotency.idem_begin('orders', 'o-new', '{}') o;}),
+		"fresh 1\nfresh 1", "$version: the forgotten key and a new key are fresh");
+
+	if ($version eq '0.3.0')
+	{
+		# The update moved app03 from the table's privileges to namespace
+		# grants (sql/setup.sql checks how); its records must still be its own.
+		is($node->safe_psql($db, q{
+			SET ROLE app03;
+			SELECT o.kind || ' ' || coalesce(o.result, o.error)::text
+			FROM unnest(ARRAY['l-1', 'l-2'], ARRAY['{"n": 1}', '{"n": 2}']::jsonb[]) AS k(key, request),
+			     idempotency.idem_begin('legacy', k.key, k.request) o ORDER BY k.key;}),
+			"prior_result {\"legacy\": true}\nprior_error {\"message\": \"old failure\", \"class_tag\": \"Old\"}",
+			'0.3.0: the role that wrote records through its table grants replays them after the update');
+		is(replay_all($db, "r.namespace = 'legacy'"), '0 wrong of 3', '0.3.0: every record the role wrote replays');
+	}
+}
+
+# ---------------------------------------------------------------------------
+# 2. pg_dump and pg_restore
+
+# Roles live in the cluster, outside any dump; one of them needs quoting.
+$node->safe_psql('postgres', q{
+	CREATE ROLE svc_orders LOGIN;
+	CREATE ROLE "Svc Refunds" LOGIN;
+	CREATE ROLE outsider LOGIN;
+	CREATE DATABASE src;});
+# The registry: three namespaces with settings other than the defaults
+# (one with hashed keys), a fourth registered by its grant, grants to two
+# roles, a purge grant, and outsider, who may call the functions (USAGE on
+# the schema) but holds no namespace.
+$node->safe_psql('src', q{
+	CREATE EXTENSION idempotency;
+	SET search_path = idempotency, public;
+	SELECT idem_namespace_configure('orders', replay_window => '7 days', in_progress_lease => '5 minutes',
+	                                store_request => true, max_payload_bytes => 65536);
+	SELECT idem_namespace_configure('secrets', replay_window => '2 days 3 hours', store_request => false,
+	                                hash_keys => true, max_payload_bytes => 4096);
+	SELECT idem_namespace_configure('jobs', in_progress_lease => '1 millisecond');
+	SELECT idem_grant('orders', 'svc_orders');
+	SELECT idem_grant('secrets', 'svc_orders');
+	SELECT idem_grant('refunds', '"Svc Refunds"');
+	GRANT USAGE ON SCHEMA idempotency TO outsider;
+	GRANT EXECUTE ON FUNCTION idem_purge(integer, integer) TO svc_orders;});
+
+# Records of every status, written by the roles that hold the namespaces.
+$node->safe_psql('src', q{
+	SET search_path = idempotency, public;
+	BEGIN;
+	SELECT idem_begin('orders', 'o-1', '{"sku": "A"}');
+	SELECT idem_commit('orders', 'o-1', '{"order_id": 1}');
+	COMMIT;
+	BEGIN;
+	SELECT idem_begin('orders', 'o-2', '{"sku": "B"}');
+	SELECT idem_fail_permanent('orders', 'o-2', '{"class_tag": "OutOfStock", "message": "no stock"}');
+	COMMIT;
+	SELECT idem_begin('orders', 'o-3', '{"sku": "C"}');
+	BEGIN;
+	SELECT idem_begin('secrets', 'card-4242', '{"pan": "4242"}');
+	SELECT idem_commit('secrets', 'card-4242', '{"token": "tok_1"}');
+	COMMIT;
+	BEGIN;
+	SELECT idem_begin('secrets', 'card-0000', '{"pan": "0000"}');
+	SELECT idem_fail_permanent('secrets', 'card-0000', '{"class_tag": "Declined", "message": "declined"}');
+	COMMIT;}, extra_params => ['-U', 'svc_orders']);
+$node->safe_psql('src', q{
+	BEGIN;
+	SELECT idempotency.idem_begin('refunds', 'r-1', '{"refund": 1}');
+	SELECT idempotency.idem_commit('refunds', 'r-1', '{"refunded": true}');
+	COMMIT;}, extra_params => ['-U', 'Svc Refunds']);
+# As the owner: a record taken over after its lease ran out (attempt 2),
+# an unregistered namespace, and 300 generated records with a large one.
+$node->safe_psql('src', q{
+	SET search_path = idempotency, public;
+	SELECT idem_begin('jobs', 'j-1', '{"job": 1}');
+	SELECT pg_sleep(0.01);
+	BEGIN;
+	SELECT attempt FROM idem_begin('jobs', 'j-1', '{"job": 1}');
+	SELECT idem_commit('jobs', 'j-1', '{"ran": 2}', 2);
+	COMMIT;
+	BEGIN;
+	SELECT idem_begin('misc', U&'\65E5\672C-\+01F600', '{}');
+	SELECT idem_commit('misc', U&'\65E5\672C-\+01F600',
+		jsonb_build_object('blob', (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 3000) i)));
+	COMMIT;
+	DO $$
+	BEGIN
+		FOR i IN 1..300 LOOP
+			PERFORM idempotency.idem_begin('bulk', 'b-' || i, jsonb_build_object('i', i));
+			IF i % 3 = 0 THEN
+				PERFORM idempotency.idem_fail_permanent('bulk', 'b-' || i,
+					jsonb_build_object('class_tag', 'E' || i, 'message', 'failed ' || i));
+			ELSIF i % 3 = 1 THEN
+				PERFORM idempotency.idem_commit('bulk', 'b-' || i, jsonb_build_object('n', i));
+			END IF;
+		END LOOP;
+	END
+	$$;});
+
+# What must survive: every column of the three tables pg_dump is told to
+# keep, each grantee also as its OID (the same role in the same cluster).
+my %tables = (
+	idempotency_record    => 'SELECT * FROM idempotency.idempotency_record ORDER BY namespace, key_value',
+	idem_namespace_config => 'SELECT * FROM idempotency.idem_namespace_config ORDER BY namespace',
+	idem_namespace_grant  => 'SELECT g.*, g.grantee::oid FROM idempotency.idem_namespace_grant g ORDER BY namespace, grantee::text',
+);
+my %original = map { $_ => rows('src', $tables{$_}) } keys %tables;
+
+# Every privilege on the extension's schema, tables, views, functions and
+# procedures, one entry per object, its ACL items sorted ("default" when it
+# has none): what the roles may do must come back with the rows. A list, so
+# that a failing is_deeply names the first object that differs.
+sub privileges
+{
+	my ($db) = @_;
+	return split /\n/, $node->safe_psql($db, q{
+		SELECT kind || ' ' || name || ' '
+		       || coalesce((SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest(acl) a), 'default')
+		FROM (SELECT 'schema' AS kind, nspname::text AS name, nspacl AS acl
+		      FROM pg_namespace WHERE nspname = 'idempotency'
+		      UNION ALL
+		      SELECT 'relation', c.oid::regclass::text, c.relacl
+		      FROM pg_class c WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind IN ('r', 'v')
+		      UNION ALL
+		      SELECT 'routine', p.oid::regprocedure::text, p.proacl
+		      FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace) o
+		ORDER BY 1});
+}
+
+is($node->safe_psql('src', q{
+	SELECT string_agg(namespace || ':' || status || '=' || n, ' ' ORDER BY namespace, status)
+	FROM (SELECT namespace, status, count(*) n FROM idempotency.idempotency_record GROUP BY 1, 2) s}),
+	'bulk:committed=100 bulk:failed=100 bulk:in_progress=100 jobs:committed=1 misc:committed=1 '
+	  . 'orders:committed=1 orders:failed=1 orders:in_progress=1 refunds:committed=1 secrets:committed=1 secrets:failed=1',
+	'the source holds records of every status in six namespaces');
+is($node->safe_psql('src', q{
+	SELECT string_agg(namespace || ' ' || (key_value ~ '^[0-9a-f]{64}$') || ' ' || (request_payload IS NULL)
+	                  || ' ' || attempt, ', ' ORDER BY namespace, key_value)
+	FROM idempotency.idempotency_record WHERE namespace IN ('secrets', 'jobs')}),
+	'jobs false false 2, secrets true true 1, secrets true true 1',
+	'the source has a taken-over record and hashed keys without requests');
+is($node->safe_psql('src', q{
+	SELECT string_agg(namespace || ' ' || coalesce(replay_window::text, '-') || ' ' || coalesce(in_progress_lease::text, '-')
+	                  || ' ' || coalesce(store_request::text, '-') || ' ' || hash_keys || ' '
+	                  || coalesce(max_payload_bytes::text, '-') || ' ' || grantees::text, '; ' ORDER BY namespace)
+	FROM idempotency.idem_namespaces}),
+	'jobs - 00:00:00.001 - false - {}; orders 7 days 00:05:00 true false 65536 {svc_orders}; '
+	  . 'refunds - - - false - {"\"Svc Refunds\""}; secrets 2 days 03:00:00 - false true 4096 {svc_orders}',
+	'the source registry has four namespaces with their settings and grants');
+
+# What psql prints for sql run as role in db: its output, then any error
+# with its SQLSTATE. Never dies, so a refused call is reported as what the
+# test got and the checks after it still run.
+sub as_role
+{
+	my ($db, $role, $sql) = @_;
+	my ($ret, $out, $err) = $node->psql($db, $sql, extra_params => ['-U', $role, '-v', 'VERBOSITY=verbose']);
+	return join("\n", grep { $_ ne '' } $out, $err);
+}
+
+# Whether the restored database db holds what the source held, table by
+# table, and whether its store answers and enforces grants as before.
+sub check_restored
+{
+	my ($db, $how) = @_;
+	for my $table (sort keys %tables)
+	{
+		is(rows($db, $tables{$table}), $original{$table}, "$how: every row of $table is restored byte for byte");
+	}
+	is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), $current,
+		"$how: the extension is $current");
+	is_deeply([ privileges($db) ], [ privileges('src') ], "$how: every privilege on the extension's objects is restored");
+	is(replay_all($db, "r.namespace <> 'secrets'"), '0 wrong of 306',
+		"$how: every record outside the hashed-key namespace replays, is in flight or is a mismatch as before");
+
+	is(as_role($db, 'svc_orders', q{
+		SET search_path = idempotency, public;
+		SELECT o.kind || ' ' || o.result FROM idem_begin('orders', 'o-1', '{"sku": "A"}') o;
+		SELECT o.kind || ' ' || o.error FROM idem_begin('orders', 'o-2', '{"sku": "B"}') o;
+		SELECT o.kind::text FROM idem_begin('orders', 'o-3', '{"sku": "C"}') o;
+		SELECT o.kind || ' ' || o.result FROM idem_begin('secrets', 'card-4242', '{"pan": "4242"}') o;
+		SELECT o.kind || ' ' || o.error FROM idem_begin('secrets', 'card-0000', '{"pan": "0000"}') o;
+		SELECT o.kind || ' ' || (o.recorded_request IS NULL) FROM idem_begin('secrets', 'card-4242', '{"pan": "1"}') o;
+		SELECT o.kind::text FROM idem_begin('orders', 'o-new', '{}') o;}),
+		join("\n",
+			'prior_result {"order_id": 1}',
+			'prior_error {"message": "no stock", "class_tag": "OutOfStock"}',
+			'in_flight',
+			'prior_result {"token": "tok_1"}',
+			'prior_error {"message": "declined", "class_tag": "Declined"}',
+			'mismatch true',
+			'fresh'),
+		"$how: the granted role replays its records, the hashed-key namespace finds its own, and begins a new one");
+	is($node->safe_psql($db, q{
+		SELECT expires_at - created_at FROM idempotency.idempotency_record WHERE namespace = 'orders' AND key_value = 'o-new'}),
+		'7 days', "$how: the new record got the namespace's replay window");
+
+	like(as_role($db, 'svc_orders', q{
+		SELECT kind FROM idempotency.idem_begin('secrets', 'big', jsonb_build_object('x', repeat('y', 5000)))}),
+		qr/^psql:\S+ ERROR:  54000: idempotency request is too large/,
+		"$how: the hashed-key namespace keeps its payload limit");
+	is(as_role($db, 'Svc Refunds', q{
+		SELECT o.kind || ' ' || o.result FROM idempotency.idem_begin('refunds', 'r-1', '{"refund": 1}') o}),
+		'prior_result {"refunded": true}', "$how: the role whose name needs quoting keeps its grant");
+	like(as_role($db, 'outsider', q{SELECT kind FROM idempotency.idem_begin('orders', 'o-1', '{"sku": "A"}')}),
+		qr/^psql:\S+ ERROR:  42501: permission denied for idempotency namespace "orders"/,
+		"$how: a role with the schema but no namespace grant is refused with 42501");
+	like(as_role($db, 'svc_orders', q{SELECT kind FROM idempotency.idem_begin('refunds', 'r-1', '{"refund": 1}')}),
+		qr/^psql:\S+ ERROR:  42501: permission denied for idempotency namespace "refunds"/,
+		"$how: a granted role is refused another role's namespace");
+	return;
+}
+
+# Custom format, restored into a fresh database.
+my $dir = PostgreSQL::Test::Utils::tempdir;
+$node->command_ok(['pg_dump', '-Fc', '-d', 'src', '-f', "$dir/src.dump"], 'pg_dump -Fc of the source');
+$node->safe_psql('postgres', 'CREATE DATABASE restored_custom');
+$node->command_checks_all(['pg_restore', '--exit-on-error', '-d', 'restored_custom', "$dir/src.dump"],
+	0, [qr/^$/], [qr/^$/], 'pg_restore of it into a fresh database, without a warning');
+check_restored('restored_custom', 'pg_restore');
+
+# Plain format through psql.
+$node->command_ok(['pg_dump', '-Fp', '-d', 'src', '-f', "$dir/src.sql"], 'pg_dump -Fp of the source');
+$node->safe_psql('postgres', 'CREATE DATABASE restored_plain');
+$node->command_checks_all(['psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'restored_plain', '-f', "$dir/src.sql"],
+	0, [qr/set_config/], [qr/^$/], 'psql runs the plain dump without an error or warning');
+check_restored('restored_plain', 'plain dump');
+
+# A database that reached 0.4.0 by ALTER EXTENSION UPDATE (0.3.0's, with the
+# grants its update migrated) dumps and restores the same way.
+my %updated = map { $_ => rows('v030', $tables{$_}) } keys %tables;
+is($node->safe_psql('v030', q{
+	SELECT (SELECT count(*) FROM idempotency.idempotency_record) || ' '
+	       || (SELECT string_agg(namespace || '=' || grantee::text, ' ' ORDER BY namespace)
+	           FROM idempotency.idem_namespace_grant)}),
+	'312 bulk=app03 legacy=app03 orders=app03 payments=app03 refunds-v2=app03 typed=app03',
+	'the updated 0.3.0 database has its records and the grants its update migrated');
+$node->command_ok(['pg_dump', '-Fc', '-d', 'v030', '-f', "$dir/v030.dump"], 'pg_dump -Fc of the updated database');
+$node->safe_psql('postgres', 'CREATE DATABASE restored_v030');
+$node->command_checks_all(['pg_restore', '--exit-on-error', '-d', 'restored_v030', "$dir/v030.dump"],
+	0, [qr/^$/], [qr/^$/], 'pg_restore of it, without a warning');
+for my $table (sort keys %tables)
+{
+	is(rows('restored_v030', $tables{$table}), $updated{$table},
+		"updated database: every row of $table is restored byte for byte");
+}
+is_deeply([ privileges('restored_v030') ], [ privileges('v030') ],
+	"updated database: every privilege on the extension's objects is restored");
+is(as_role('restored_v030', 'app03', q{
+	SELECT o.kind || ' ' || o.result FROM idempotency.idem_begin('legacy', 'l-1', '{"n": 1}') o}),
+	'prior_result {"legacy": true}', 'updated database: the migrated role replays its record after the restore');
+
+$node->stop;
+done_testing();
