@@ -17,7 +17,7 @@ OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 PG_CONFIG ?= pg_config
 
 # pg_regress: sql/NAME.sql against expected/NAME.out, in this order.
-REGRESS = setup namespace mint parse canonical store typed registry stats http usage readme
+REGRESS = setup namespace mint parse canonical store typed registry bad_input stats http usage readme
 
 
 # isolationtester: test/isolation/specs/NAME.spec against test/isolation/expected/NAME.out.

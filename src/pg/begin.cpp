@@ -109,11 +109,24 @@ bool same_bytes(Datum a, Datum b) {
          std::memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
 }
 
+// Whether a window (no field negative) is at least interval '10000 years',
+// measured as interval comparison does (30-day months, 24-hour days): far
+// from the end of timestamptz (294276 AD), which expires_at must not pass.
+bool too_long(const Interval& w) {
+  const double days = w.month * static_cast<double>(DAYS_PER_MONTH) + w.day +
+                      static_cast<double>(w.time) / static_cast<double>(USECS_PER_DAY);
+  return days >= 10000.0 * MONTHS_PER_YEAR * DAYS_PER_MONTH;
+}
+
 // The replay window: the argument, the namespace's, or
 // idempotency.replay_window; an argument must be positive in every field, so
-// that expires_at lies after created_at (the registry checks its own).
+// that expires_at lies after created_at, and under 10,000 years (the
+// registry checks its own).
 Interval* replay_window(FunctionCallInfo fcinfo, int argno, const pg::Policy& policy) {
   if (PG_ARGISNULL(argno) && policy.has_replay_window) {
+    if (too_long(policy.replay_window))  // configured by 0.4.0, which had no upper bound
+      throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency replay window",
+                        "The namespace's replay_window is 10000 years or more; configure one under 10000 years.");
     auto* w = static_cast<Interval*>(palloc(sizeof(Interval)));
     *w = policy.replay_window;
     return w;
@@ -124,9 +137,14 @@ Interval* replay_window(FunctionCallInfo fcinfo, int argno, const pg::Policy& po
     return w;
   }
   Interval* w = PG_GETARG_INTERVAL_P(argno);
-  if (w->month < 0 || w->day < 0 || w->time < 0 || (w->month == 0 && w->day == 0 && w->time == 0))
+  if (w->month < 0 || w->day < 0 || w->time < 0 || (w->month == 0 && w->day == 0 && w->time == 0) ||
+      too_long(*w)) {
+    const char* given = DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(w)));
     throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency replay window",
-                      "The replay window must be positive, and no part of it (months, days, time) negative.");
+                      std::string("The replay window must be positive and under 10000 years, and no part of it "
+                                  "(months, days, time) negative, not ") +
+                          given + ".");
+  }
   return w;
 }
 

@@ -60,6 +60,15 @@ pg::Statement current_status = {
     {TEXTOID, TEXTOID},
     nullptr};
 
+// The attempt an in_progress record is at (0.4.0's schema: only fenced
+// calls ask).
+pg::Statement current_attempt = {
+    "SELECT attempt FROM idempotency.idempotency_record"
+    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2",
+    2,
+    {TEXTOID, TEXTOID},
+    nullptr};
+
 // The attempt argument (argno) of a fenced call, or 0 when there is none:
 // the 0.3.0 definitions have no such argument, and NULL means unfenced.
 int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
@@ -89,13 +98,24 @@ int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
                       "No record exists for key " + std::string(label) + " in namespace \"" + pg::string_of(ns) +
                           "\" (or it belongs to a transaction that has not committed); "
                           "idem_begin must answer fresh first.");
-  if (attempt > 0 && pg::string_of(status_text) == "in_progress")
+  if (attempt > 0 && pg::string_of(status_text) == "in_progress") {
+    Datum current;
+    bool unknown = true;
+    pg::execute(current_attempt, values, "  ", &current, &unknown);
+    const int32 holder = unknown ? 0 : DatumGetInt32(current);
+    if (holder > attempt)
+      throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                        std::string("cannot ") + action + " an idempotency record taken over by another attempt",
+                        "The record for key " + std::string(label) + " is in progress under attempt " +
+                            std::to_string(holder) + ", not " + std::to_string(attempt) +
+                            ": that attempt outlived the namespace's in_progress_lease and a later begin took the "
+                            "record over. Only the attempt holding the record may finish it.");
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      std::string("cannot ") + action + " an idempotency record taken over by another attempt",
-                      "The record for key " + std::string(label) + " is in progress under an attempt other than " +
-                          std::to_string(attempt) +
-                          ": that attempt outlived the namespace's in_progress_lease and a later begin took the "
-                          "record over. Only the attempt holding the record may finish it.");
+                      std::string("cannot ") + action + " an idempotency record under an attempt it has not reached",
+                      "The record for key " + std::string(label) + " is in progress under attempt " +
+                          std::to_string(holder) + "; no begin has answered attempt " + std::to_string(attempt) +
+                          ". Pass the attempt that idem_begin answered with fresh.");
+  }
   throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                     std::string("cannot ") + action + " an idempotency record that is not in progress",
                     "The record for key " + std::string(label) + " is already " + pg::string_of(status_text) +
@@ -130,9 +150,11 @@ void check_error_payload(Jsonb* error) {
       has_class_tag = true;
     else if (key_is(k, "message"))
       has_message = true;
-    else if (!key_is(k, "cause"))
-      invalid_error_payload("Key \"" + std::string(k.val.string.val, std::min(k.val.string.len, 64)) +
-                            "\" is not allowed.");
+    else if (!key_is(k, "cause")) {
+      // At most 64 bytes of the key, cut between characters.
+      const int shown = pg_mbcliplen(k.val.string.val, k.val.string.len, 64);
+      invalid_error_payload("Key \"" + std::string(k.val.string.val, shown) + "\" is not allowed.");
+    }
     if (v.type != jbvString)
       invalid_error_payload("\"" + std::string(k.val.string.val, k.val.string.len) + "\" is not a string.");
   }
