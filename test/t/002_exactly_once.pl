@@ -15,7 +15,7 @@
 #      hold again, and every key that has no finished record (the
 #      interrupted ones among them) gets fresh.
 # IDEM_LOAD_TRANSACTIONS (per client, default 1000) and IDEM_LOAD_KEYS
-# (default 300) size the load; the figures are printed with note().
+# (default 300) size the load; the figures are printed with diag().
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -187,7 +187,7 @@ $h->finish;
 is($h->result(0), 0, 'pgbench ran every request') or diag($$err);
 my ($done) = $$out =~ /number of transactions actually processed: (\d+)/;
 is($done, $clients * $per_client, "all $clients x $per_client requests were processed");
-note("load: $done requests over $keys keys; " . census());
+diag("load: $done requests over $keys keys; " . census());
 check_invariants('after the load');
 my $committed = $node->safe_psql('postgres',
 	q{SELECT count(*) FROM idempotency.idempotency_record WHERE status = 'committed'});
@@ -249,15 +249,15 @@ for my $crash (1 .. $crashes)
 	like($$lerr, qr/server closed the connection|terminating connection|connection to server/,
 		"crash $crash: pgbench lost its server in the middle of the load");    # pgbench fails: its server went away
 	$node->start;
-	note("crash $crash: immediate shutdown with $busy pgbench transactions open");
+	diag("crash $crash: immediate shutdown with $busy pgbench transactions open");
 	$interrupted_total += $busy;
 	check_invariants("after immediate shutdown $crash");
 	my $fresh = retry_every_key("after immediate shutdown $crash", $crash * $keys);
 	cmp_ok($fresh, '>', 0, "after immediate shutdown $crash, keys without a finished record get fresh");
 }
-note('after the crashes: ' . census());
+diag('after the crashes: ' . census());
 my $requests = $node->safe_psql('postgres', 'SELECT count(*) FROM seen');
-note("requests answered and committed in all: $requests; crashes: 1 SIGKILL + $crashes immediate shutdowns; "
+diag("requests answered and committed in all: $requests; crashes: 1 SIGKILL + $crashes immediate shutdowns; "
 	  . "transactions open at the shutdowns: $interrupted_total");
 
 $node->stop;
