@@ -4,6 +4,7 @@
 #   make run                      README command 1: dependencies, build, install, private server, demo
 #   make test                     README command 2: every test layer against a private server
 #   make test SLOW=1              the same, with the long versions of the reliability tests (what CI runs)
+#   make sanitize                 pg_regress, isolation and pgTAP against an ASan+UBSan build (own PostgreSQL copy)
 #   make fuzz                     libFuzzer + ASan/UBSan targets for src/core/ (FUZZ_RUNS=N or FUZZ_SECONDS=N)
 #   make unittest                 GoogleTest for src/core/ only (no server)
 #   make installcheck             pg_regress + isolation against the server named by PG* variables
@@ -55,7 +56,7 @@ $(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp test/unit/*.hpp
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc -DIDEM_KAT_CSV='"$(CURDIR)/test/kat/vectors.csv"' $(CORE_SRCS) $(UNIT_SRCS) \
 		-lgtest -lgtest_main -lpthread -lcrypto -o $@
 
-.PHONY: unittest run test stop bench fuzz
+.PHONY: unittest run test stop bench fuzz sanitize
 unittest: $(UNIT_BIN)
 	$(UNIT_BIN)
 
@@ -71,6 +72,9 @@ test:
 # make fuzz [FUZZ_RUNS=N | FUZZ_SECONDS=N]: test/fuzz/run (needs clang and libclang-rt-14-dev).
 fuzz:
 	test/fuzz/run
+
+sanitize:
+	test/bin/sanitize
 
 # make bench [ARGS=--quick]: the benchmark against the other contenders (bench/).
 bench:
