@@ -53,7 +53,7 @@ $node->safe_psql('postgres', q{
 # fail transiently, 25% roll back; the payload is a function of the key.
 my $script = $node->basedir . '/request.sql';
 PostgreSQL::Test::Utils::append_to_file($script, qq{
-\\set k :base + random(1, $keys)
+\\set k :base + random(1, :nkeys)
 \\set ending random(1, 100)
 BEGIN;
 WITH answer AS (
@@ -92,16 +92,16 @@ COMMIT;
 \\endif
 });
 
-# Runs pgbench with the request script over keys base + 1 .. base + $keys,
+# Runs pgbench with the request script over keys base + 1 .. base + nkeys,
 # for a number of transactions per client or of seconds; returns its harness (started) and
 # a reference to its output.
 sub start_load
 {
-	my ($base, $transactions, $seconds) = @_;
+	my ($base, $nkeys, $transactions, $seconds) = @_;
 	my ($out, $err) = ('', '');
 	my @limit = defined $seconds ? ('-T', $seconds) : ('-t', $transactions);
 	my $h = IPC::Run::start(
-		[ 'pgbench', '-n', '-c', $clients, '-j', 4, @limit, '-D', "base=$base", '-f', $script,
+		[ 'pgbench', '-n', '-c', $clients, '-j', 4, @limit, '-D', "base=$base", '-D', "nkeys=$nkeys", '-f', $script,
 		  '-h', $node->host, '-p', $node->port, 'postgres' ],
 		'>', \$out, '2>', \$err);
 	return ($h, \$out, \$err);
@@ -164,13 +164,13 @@ sub census
 # otherwise. Returns the number of keys that answered fresh.
 sub retry_every_key
 {
-	my ($when, $base) = @_;
+	my ($when, $base, $nkeys) = @_;
 	my ($wrong, $fresh) = split /\|/, $node->safe_psql('postgres', qq{
 		BEGIN;
 		CREATE TEMP TABLE retry AS
 		SELECT k, r.status::text AS recorded, (idempotency.idem_begin('load', 'order-' || k,
 		         jsonb_build_object('order', k, 'amount_cents', k * 100))).kind::text AS answer
-		FROM generate_series($base + 1, $base + $keys) k
+		FROM generate_series($base + 1, $base + $nkeys) k
 		LEFT JOIN idempotency.idempotency_record r ON r.namespace = 'load' AND r.key_value = 'order-' || k;
 		SELECT count(*) FILTER (WHERE answer <> CASE recorded WHEN 'committed' THEN 'prior_result'
 		                                                      WHEN 'failed' THEN 'prior_error' ELSE 'fresh' END),
@@ -182,7 +182,7 @@ sub retry_every_key
 }
 
 # 1. The load, to the end.
-my ($h, $out, $err) = start_load(0, $per_client);
+my ($h, $out, $err) = start_load(0, $keys, $per_client);
 $h->finish;
 is($h->result(0), 0, 'pgbench ran every request') or diag($$err);
 my ($done) = $$out =~ /number of transactions actually processed: (\d+)/;
@@ -195,7 +195,7 @@ cmp_ok($committed, '>', 0, 'some keys were committed (the checks above had somet
 my $retried = $node->safe_psql('postgres',
 	q{SELECT count(*) FROM (SELECT key FROM seen GROUP BY key HAVING count(*) > 1) r});
 cmp_ok($retried, '>', $keys / 2, 'most keys were requested more than once');
-my $fresh_after_load = retry_every_key('after the load', 0);
+my $fresh_after_load = retry_every_key('after the load', 0, $keys);
 note("after the load, $fresh_after_load of $keys keys have no finished record and answer fresh");
 
 # 2. SIGKILL between begin and commit. The victim begins a key, does its
@@ -231,12 +231,15 @@ is($node->safe_psql('postgres', qq{
 	'fresh', 'a retry of the killed key gets fresh');
 check_invariants('after the SIGKILL');
 
-# 3. An immediate shutdown under the load, twice.
+# 3. An immediate shutdown under the load, twice. Each phase has keys of its
+# own, ten times as many as the load above, so that the shutdown finds many
+# of them unfinished however fast the machine is.
+my $crash_keys = 10 * $keys;
 my $crashes = 2;
 my $interrupted_total = 0;
 for my $crash (1 .. $crashes)
 {
-	my ($lh, $lout, $lerr) = start_load($crash * $keys, undef, 60);
+	my ($lh, $lout, $lerr) = start_load($crash * $crash_keys, $crash_keys, undef, 60);
 	# Wait until the load is well under way: 200 more answers than before.
 	my $before = $node->safe_psql('postgres', 'SELECT count(*) FROM seen');
 	$node->poll_query_until('postgres', "SELECT count(*) > $before + 200 FROM seen")
@@ -252,8 +255,9 @@ for my $crash (1 .. $crashes)
 	diag("crash $crash: immediate shutdown with $busy pgbench transactions open");
 	$interrupted_total += $busy;
 	check_invariants("after immediate shutdown $crash");
-	my $fresh = retry_every_key("after immediate shutdown $crash", $crash * $keys);
+	my $fresh = retry_every_key("after immediate shutdown $crash", $crash * $crash_keys, $crash_keys);
 	cmp_ok($fresh, '>', 0, "after immediate shutdown $crash, keys without a finished record get fresh");
+	diag("crash $crash: $fresh of $crash_keys keys had no finished record and answered fresh");
 }
 diag('after the crashes: ' . census());
 my $requests = $node->safe_psql('postgres', 'SELECT count(*) FROM seen');
