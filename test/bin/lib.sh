@@ -47,6 +47,46 @@ build_and_install() {
   as_root make -C "$REPO" -s install PG_CONFIG="$PG_CONFIG"
 }
 
+# run_layer NAME COMMAND...: runs one layer (or step) of a test script,
+# records pass or fail; summary LABEL prints them and fails if any failed.
+declare -a SUMMARY=()
+FAILED=0
+run_layer() {
+  local name=$1; shift
+  say "$name"
+  if "$@"; then
+    SUMMARY+=("PASS  $name")
+  else
+    SUMMARY+=("FAIL  $name")
+    FAILED=$((FAILED + 1))
+  fi
+}
+summary() {
+  say "summary"
+  printf '  %s\n' "${SUMMARY[@]}"
+  echo "$1: $(( ${#SUMMARY[@]} - FAILED )) passed, $FAILED failed"
+  [ "$FAILED" -eq 0 ]
+}
+
+# The SQL suites, run from source tree SRC against the server that PG*
+# names, with the PostgreSQL whose pg_config is PGCONFIG (run-tests uses the
+# system's, sanitize its instrumented copy). pg_regress and isolation print
+# their diffs when they fail, for CI logs.
+suite_regress() {
+  (cd "$1" && make -s installcheck PG_CONFIG="$2" ISOLATION=) || { cat "$1/regression.diffs" 2>/dev/null; return 1; }
+}
+suite_isolation() {
+  (cd "$1" && make -s installcheck PG_CONFIG="$2" REGRESS=) || { cat "$1/output_iso/regression.diffs" 2>/dev/null; return 1; }
+}
+suite_pgtap() {
+  local psql
+  psql="$("$2" --bindir)/psql"
+  "$psql" -X -q -d postgres -v ON_ERROR_STOP=1 -c 'CREATE DATABASE idempotency_tap' >/dev/null
+  "$psql" -X -q -d idempotency_tap -v ON_ERROR_STOP=1 \
+    -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION dblink' -c 'CREATE EXTENSION idempotency' >/dev/null
+  (cd "$1" && pg_prove --ext .sql -d idempotency_tap test/pgtap/)
+}
+
 # Makes dir owned by the server user (when root) and traversable by it.
 server_owned_dir() {
   mkdir -p "$1"
