@@ -20,11 +20,11 @@ OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 PG_CONFIG ?= pg_config
 
 # pg_regress: sql/NAME.sql against expected/NAME.out, in this order.
-REGRESS = setup namespace mint parse canonical store typed registry bad_input stats http usage readme
+REGRESS = setup namespace mint parse canonical store typed registry bad_input stats http parallel usage readme squat
 
 
 # isolationtester: test/isolation/specs/NAME.spec against test/isolation/expected/NAME.out.
-ISOLATION = mint_sessions store_concurrency store_purge lease_takeover
+ISOLATION = mint_sessions store_concurrency store_purge lease_takeover namespace_admin lock_tags
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=idempotency
 
 # C++17, every warning an error; PostgreSQL's headers as system headers so

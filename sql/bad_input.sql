@@ -85,24 +85,33 @@ SELECT pg_temp.fingerprint() AS start_fingerprint \gset
 
 -- Fixtures in namespace badin: a committed key, a failed key, and an
 -- in_progress key whose transaction committed without finishing it (attempt
--- 1). "unknown" has no record. badin-hashed stores keys hashed.
+-- 1, which the namespace's lease allows; its fence is open_fence). "unknown"
+-- has no record. badin-hashed stores keys hashed.
+SELECT in_progress_lease FROM idem_namespace_configure('badin', in_progress_lease => '1 day');
+BEGIN;
 SELECT kind FROM idem_begin('badin', 'committed', '{"n": 1}');
 SELECT idem_commit('badin', 'committed', '{"ok": true}');
 SELECT kind FROM idem_begin('badin', 'failed', '{"n": 1}');
 SELECT idem_fail_permanent('badin', 'failed', '{"class_tag": "E_CARD", "message": "declined"}');
+COMMIT;
 SELECT kind, attempt FROM idem_begin('badin', 'open', '{"n": 1}');
+SELECT fence AS open_fence FROM idempotency_record WHERE namespace = 'badin' AND key_value = 'open' \gset
 SELECT hash_keys FROM idem_namespace_configure('badin-hashed', hash_keys => true);
+BEGIN;
 SELECT kind FROM idem_begin('badin-hashed', 'stored', '{}');
+SELECT idem_commit('badin-hashed', 'stored', '{}');
+COMMIT;
 SELECT namespace, key_value, status, attempt FROM idempotency_record WHERE namespace = 'badin' ORDER BY key_value;
 
 -------------------------------------------------------------------------------
 -- NULL in every argument of every function, alphabetically. These are all
 -- the functions (a new one changes this list: give it its cases below).
--- STRICT functions (idem_canonical, idem_request_hash, idem_http_response,
+-- STRICT functions (idem_canonical, idem_request_hash,
 -- idem_stats_count_purged) answer NULL; so do idem_parse for a NULL raw key,
+-- idem_header_key for a NULL header, idem_http_response for a NULL outcome,
 -- idem_result for a NULL outcome and idem_shape_mismatch for a NULL value,
 -- by their specifications. Arguments with a default (replay_window,
--- attempt, the registry settings, max_batches) take NULL as "the default".
+-- fence, the registry settings, max_batches) take NULL as "the default".
 -------------------------------------------------------------------------------
 SELECT p.oid::regprocedure || CASE WHEN p.proisstrict THEN ' STRICT' ELSE '' END
 FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace ORDER BY p.proname, 1;
@@ -150,12 +159,23 @@ SELECT pg_temp.bad_input($$SELECT status || ' ' || (body ->> 'code') || ': ' || 
 SELECT pg_temp.bad_input($$SELECT idem_http_problem(NULL, 'C', 'd')$$);
 SELECT pg_temp.bad_input($$SELECT idem_http_problem(422, NULL, 'd')$$);
 SELECT pg_temp.bad_input($$SELECT idem_http_problem(422, 'C', NULL)$$);
--- idem_http_response(outcome, retry_after): STRICT, so a NULL retry_after
--- gives a NULL row even for an outcome that has a response.
+-- idem_http_response(outcome, retry_after, docs_uri): a NULL outcome gives a
+-- row of NULLs; a NULL retry_after is refused (0.4's STRICT answered NULL);
+-- a NULL docs_uri is the default.
 SELECT pg_temp.bad_input($$SELECT idem_http_response(NULL::idem_outcome)$$);
 SELECT pg_temp.bad_input($$SELECT idem_http_response(o, NULL) FROM idem_begin('badin', 'committed', '{"n": 1}') o$$);
--- idem_lock_records_for_admin(), idem_namespace_changed(), idem_stats_counters()
--- and idem_stats_reset() take no argument; the trigger function cannot be called.
+SELECT pg_temp.bad_input($$SELECT status FROM idem_begin('badin', 'committed', '{"n": 2}') o, idem_http_response(o, 1, NULL)$$);
+-- idem_header_key(namespace, header)
+SELECT pg_temp.bad_input($$SELECT idem_header_key(NULL, 'k')$$);
+SELECT pg_temp.bad_input($$SELECT idem_header_key('badin', NULL)$$);
+-- idem_http_key(namespace, header, docs_uri): NULL docs_uri is the default.
+SELECT pg_temp.bad_input($$SELECT status FROM idem_http_key('badin', NULL, NULL)$$);
+-- idem_lock_namespace(namespace)
+SELECT pg_temp.bad_input($$SELECT idem_lock_namespace(NULL)$$);
+-- idem_http_problem's docs_uri: NULL is about:blank.
+SELECT pg_temp.bad_input($$SELECT idem_http_problem(422, 'C', 'd', NULL) ->> 'type'$$);
+-- idem_namespace_changed(), idem_stats_counters() and idem_stats_reset()
+-- take no argument; the trigger function cannot be called.
 SELECT pg_temp.bad_input($$SELECT idem_namespace_changed()$$);
 -- idem_mint(namespace, parts)
 SELECT pg_temp.bad_input($$SELECT idem_mint(NULL, ARRAY['a'])$$);
@@ -324,10 +344,12 @@ SELECT pg_temp.bad_input($$SELECT kind FROM idem_begin('badin', 'k', '{}', inter
 SELECT pg_temp.bad_input($$SELECT kind FROM idem_begin('badin', 'k', '{}', interval '178000000 years')$$);
 SELECT pg_temp.bad_input($$SELECT kind FROM idem_begin('badin', 'k', '{}', interval '10000 years')$$);
 SELECT pg_temp.bad_input($$SELECT kind FROM idem_begin('badin', 'k', '{}', interval '3650000 days')$$);
--- attempt
+-- fence (an attempt number is not one)
 SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'open', '{}', 0)$$);
 SELECT pg_temp.bad_input($$SELECT idem_fail_permanent('badin', 'open', '{"class_tag": "E", "message": "m"}', -1)$$);
 SELECT pg_temp.bad_input($$SELECT idem_fail_transient('badin', 'open', -2147483648)$$);
+SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'open', '{}', 1)$$);
+SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'open', '{}', 4294967295)$$);
 -- registry settings
 SELECT pg_temp.bad_input($$SELECT idem_namespace_configure('badin', replay_window => '0')$$);
 SELECT pg_temp.bad_input($$SELECT idem_namespace_configure('badin', replay_window => '1 day -1 second')$$);
@@ -349,10 +371,10 @@ SELECT pg_temp.bad_input($$SELECT idem_purge(10, 0)$$);
 SELECT pg_temp.bad_input($$CALL idem_purge_batches(-1)$$);
 -- HTTP
 SELECT pg_temp.bad_input($$SELECT idem_http_response(o) FROM idem_begin('badin', 'k', '{}') o$$);
-SELECT pg_temp.bad_input($$SELECT idem_http_response(ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::idem_outcome)$$);
+SELECT pg_temp.bad_input($$SELECT idem_http_response(jsonb_populate_record(NULL::idem_outcome, '{}'))$$);
 SELECT pg_temp.bad_input($$SELECT idem_http_response(o, -1) FROM idem_begin('badin', 'committed', '{"n": 1}') o$$);
-SELECT pg_temp.bad_input($$SELECT idem_http_response(ROW('prior_result', '{"status": 700, "body": {}}', NULL, NULL, NULL, NULL, NULL, NULL)::idem_outcome)$$);
-SELECT pg_temp.bad_input($$SELECT idem_http_response(ROW('prior_result', '{"status": "200", "body": {}}', NULL, NULL, NULL, NULL, NULL, NULL)::idem_outcome)$$);
+SELECT pg_temp.bad_input($$SELECT idem_http_response(jsonb_populate_record(NULL::idem_outcome, '{"kind": "prior_result", "result": {"status": 700, "body": {}}}'))$$);
+SELECT pg_temp.bad_input($$SELECT idem_http_response(jsonb_populate_record(NULL::idem_outcome, '{"kind": "prior_result", "result": {"status": "200", "body": {}}}'))$$);
 -- idem_result: an anonymous record type cannot be decoded into, and a
 -- result of another shape is ID001.
 SELECT pg_temp.bad_input($$SELECT idem_result(o, NULL::record) FROM idem_begin('badin', 'committed', '{"n": 1}') o$$);
@@ -392,7 +414,7 @@ SELECT pg_temp.bad_input($$SELECT idem_fail_permanent('badin', 'unknown', '[]')$
 
 -------------------------------------------------------------------------------
 -- Commit and fail on unknown, committed and failed keys (55000), with and
--- without the attempt fence, and on a record held by another attempt.
+-- without a fence, and on a record held by another claim.
 -------------------------------------------------------------------------------
 SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'unknown', '{}')$$);
 SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'committed', '{}')$$);
@@ -404,19 +426,20 @@ SELECT pg_temp.bad_input($$SELECT idem_fail_permanent('badin', 'failed', '{"clas
 SELECT pg_temp.bad_input($$SELECT idem_fail_transient('badin', 'unknown')$$);
 SELECT pg_temp.bad_input($$SELECT idem_fail_transient('badin', 'committed')$$);
 SELECT pg_temp.bad_input($$SELECT idem_fail_transient('badin', 'failed')$$);
-SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'committed', '{}', 1)$$);
-SELECT pg_temp.bad_input($$SELECT idem_fail_transient('badin', 'unknown', 1)$$);
+SELECT pg_temp.bad_input(format($$SELECT idem_commit('badin', 'committed', '{}', %s)$$, :open_fence));
+SELECT pg_temp.bad_input(format($$SELECT idem_fail_transient('badin', 'unknown', %s)$$, :open_fence));
 -- The key is found after trimming, as idem_begin stored it.
 SELECT pg_temp.bad_input($$SELECT idem_commit('badin', '  committed  ', '{}')$$);
 -- Keys differ by case: 'Committed' is another, unknown key.
 SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'Committed', '{}')$$);
 -- In a hash_keys namespace the message names the key the same way.
 SELECT pg_temp.bad_input($$SELECT idem_commit('badin-hashed', 'unknown', '{}')$$);
--- attempt 2 on a record at attempt 1: an attempt no begin answered.
-SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'open', '{}', 2)$$);
-SELECT pg_temp.bad_input($$SELECT idem_fail_transient('badin', 'open', 2)$$);
--- The right attempt succeeds (undone).
-SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'open', '{}', 1)$$);
+-- A fence drawn after the record's (no begin answered it for this key),
+-- and one drawn before it (the record's claim is later).
+SELECT pg_temp.bad_input(format($$SELECT idem_commit('badin', 'open', '{}', %s)$$, :open_fence + 1));
+SELECT pg_temp.bad_input(format($$SELECT idem_fail_transient('badin', 'open', %s)$$, :open_fence - 1));
+-- The right fence succeeds (undone).
+SELECT pg_temp.bad_input(format($$SELECT idem_commit('badin', 'open', '{}', %s)$$, :open_fence));
 
 -------------------------------------------------------------------------------
 -- jsonb nested 10,000 deep: fingerprinted at the default max_stack_depth
@@ -465,7 +488,7 @@ RESET idempotency.max_payload_bytes;
 -------------------------------------------------------------------------------
 SELECT namespace, key_value, status, attempt FROM idempotency_record WHERE namespace = 'badin' ORDER BY key_value;
 DELETE FROM idempotency_record WHERE namespace IN ('badin', 'badin-hashed');
-SELECT idem_namespace_drop('badin-hashed');
+SELECT idem_namespace_drop('badin-hashed'), idem_namespace_drop('badin');
 SELECT pg_temp.fingerprint() = :'start_fingerprint' AS as_found;
 RESET max_stack_depth;
 \if :bad_input_installs

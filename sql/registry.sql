@@ -21,8 +21,8 @@ FROM idem_namespaces ORDER BY namespace;
 SELECT has_schema_privilege('regress_idem_app', 'idempotency', 'USAGE') AS schema_usage;
 SELECT idem_revoke('webhooks', 'regress_idem_app') AS revoked, idem_revoke('webhooks', 'regress_idem_app') AS again;
 
--- The store follows the namespace: its replay window (an argument still
--- wins), and no recorded request when store_request is off.
+-- The store follows the namespace: its replay window (an argument may be
+-- shorter, never longer), and no recorded request when store_request is off.
 BEGIN;
 SELECT kind, attempt FROM idem_begin('orders', 'o-1', '{"sku": 1}');
 SELECT kind FROM idem_begin('orders', 'o-2', '{"sku": 1}', interval '1 hour');
@@ -34,22 +34,56 @@ SELECT kind, recorded_request, recorded_hash = idem_request_hash('{"sku": 1}') A
        submitted_hash = idem_request_hash('{"sku": 2}') AS submitted
 FROM idem_begin('orders', 'o-1', '{"sku": 2}');
 ROLLBACK;
+SELECT replay_window FROM idem_namespace_configure('short', replay_window => '1 hour');
+BEGIN;
+SELECT kind FROM idem_begin('short', 's-1', '{}', interval '10 minutes');
+SELECT kind FROM idem_begin('short', 's-2', '{}', interval '9999 years');
+ROLLBACK;
+SELECT count(*) AS records FROM idempotency_record WHERE namespace = 'short';
+
+-- Switching store_request off removes the requests records kept (and a
+-- mismatch never shows one while it is off).
+SELECT store_request FROM idem_namespace_configure('kept', store_request => true);
+BEGIN;
+SELECT o.kind FROM unnest(ARRAY['k-1', 'k-2']) k, idem_begin('kept', k, jsonb_build_object('card', '4111 1111 1111 1111')) o;
+SELECT idem_commit('kept', k, '{"ok": true}') FROM unnest(ARRAY['k-1', 'k-2']) k;
+COMMIT;
+SELECT count(request_payload) AS requests_kept FROM idempotency_record WHERE namespace = 'kept';
+SELECT store_request FROM idem_namespace_configure('kept', store_request => false);
+SELECT count(request_payload) AS requests_kept FROM idempotency_record WHERE namespace = 'kept';
+SELECT kind, recorded_request FROM idem_begin('kept', 'k-1', '{"card": "other"}');
+-- The GUC hides them as soon as it is off, for namespaces that set nothing.
+SELECT store_request FROM idem_namespace_configure('kept');
+BEGIN;
+SELECT kind FROM idem_begin('kept', 'k-3', '{"card": "4111"}');
+SELECT idem_commit('kept', 'k-3', '{"ok": true}');
+COMMIT;
+SET idempotency.store_request = off;
+SELECT kind, recorded_request FROM idem_begin('kept', 'k-3', '{"card": "other"}');
+RESET idempotency.store_request;
+SELECT kind, recorded_request FROM idem_begin('kept', 'k-3', '{"card": "other"}');
+DELETE FROM idempotency_record WHERE namespace = 'kept';
 
 -- hash_keys: the table holds the key's SHA-256 (computed here by PostgreSQL's
 -- own sha256()), never the key; the key still works for every call.
 SELECT hash_keys FROM idem_namespace_configure('users', hash_keys => true);
+BEGIN;
 SELECT kind FROM idem_begin('users', 'signup:ann@example.com', '{"plan": "pro"}');
 SELECT key_value = encode(sha256(convert_to('signup:ann@example.com', 'UTF8')), 'hex') AS hashed,
        strpos(key_value, 'ann') = 0 AS no_raw_key
 FROM idempotency_record WHERE namespace = 'users';
 SELECT idem_commit('users', 'signup:ann@example.com', '{"user": 7}');
+COMMIT;
 SELECT kind, result FROM idem_begin('users', 'signup:ann@example.com', '{"plan": "pro"}');
 SELECT idem_commit('users', 'signup:ann@example.com', '{"user": 8}');
 -- Messages name a key by the start of its SHA-256: here, of the stored value.
 SELECT 'sha256:' || left(key_value, 12) || '...' AS label FROM idempotency_record WHERE namespace = 'users';
 -- hash_keys cannot change under existing records, either way.
 SELECT idem_namespace_configure('users', hash_keys => false);
+BEGIN;
 SELECT kind FROM idem_begin('plain', 'k', '{}');
+SELECT idem_commit('plain', 'k', '{}');
+COMMIT;
 SELECT idem_namespace_configure('plain', hash_keys => true);
 SELECT namespace, hash_keys FROM idem_namespaces WHERE namespace IN ('users', 'plain') ORDER BY 1;
 
@@ -58,16 +92,25 @@ SELECT namespace, hash_keys FROM idem_namespaces WHERE namespace IN ('users', 'p
 SELECT max_payload_bytes FROM idem_namespace_configure('tiny', max_payload_bytes => 64);
 SELECT kind FROM idem_begin('tiny', 'big', jsonb_build_object('text', repeat('x', 100)));
 SELECT count(*) AS records FROM idempotency_record WHERE namespace = 'tiny';
-SELECT kind FROM idem_begin('tiny', 'small', '{"n": 1}');
+BEGIN;
+SELECT kind, fence FROM idem_begin('tiny', 'small', '{"n": 1}') \gset
+\echo :kind
+SAVEPOINT s;
 SELECT idem_commit('tiny', 'small', jsonb_build_object('text', repeat('x', 100)));
+ROLLBACK TO SAVEPOINT s;
 SELECT idem_fail_permanent('tiny', 'small', jsonb_build_object('class_tag', 'E', 'message', repeat('x', 100)));
+ROLLBACK TO SAVEPOINT s;
 SELECT status FROM idempotency_record WHERE namespace = 'tiny';
--- attempt fences a transition: only the attempt that holds the record may
+-- The fence fences a transition: only the claim that holds the record may
 -- finish or forget it (test/isolation/specs/lease_takeover.spec has the race).
 SELECT idem_commit('tiny', 'small', '{}', 0);
+ROLLBACK TO SAVEPOINT s;
 SELECT idem_commit('tiny', 'small', '{}', 2);
-SELECT idem_fail_transient('tiny', 'small', 2);
-SELECT idem_commit('tiny', 'small', '{"n": 1}', 1);
+ROLLBACK TO SAVEPOINT s;
+SELECT idem_fail_transient('tiny', 'small', :fence - 1);
+ROLLBACK TO SAVEPOINT s;
+SELECT idem_commit('tiny', 'small', '{"n": 1}', :fence);
+COMMIT;
 SELECT status, result_payload FROM idempotency_record WHERE namespace = 'tiny';
 -- The GUC bounds unregistered namespaces; only superusers set it.
 SET idempotency.max_payload_bytes = 32;
@@ -83,7 +126,10 @@ SET idempotency.require_registered_namespace = on;
 SELECT kind FROM idem_begin('typo', 'k', '{}');
 SELECT idem_commit('typo', 'k', '{}');
 SELECT idem_fail_transient('typo', 'k');
+BEGIN;
 SELECT kind FROM idem_begin('orders', 'o-3', '{"sku": 3}');
+SELECT idem_commit('orders', 'o-3', '{}');
+COMMIT;
 RESET idempotency.require_registered_namespace;
 
 -- Bad settings and arguments: a clear error, and the registry unchanged.
@@ -101,9 +147,13 @@ SELECT idem_revoke('orders', NULL);
 SELECT namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes, grantees
 FROM idem_namespaces ORDER BY namespace;
 
--- Changing hash_keys or dropping must see every record: READ COMMITTED only.
+-- Changing hash_keys or store_request, or dropping, must see every record:
+-- READ COMMITTED only.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT idem_namespace_configure('hashed-later', hash_keys => true);
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT idem_namespace_configure('kept', store_request => false);
 ROLLBACK;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT idem_namespace_drop('tiny');
@@ -119,7 +169,7 @@ SELECT count(*) AS grants_left FROM idem_namespace_grant WHERE namespace = 'orde
 SELECT p.proname, has_function_privilege('regress_idem_app', p.oid, 'EXECUTE') AS app_may_call
 FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace
   AND p.proname IN ('idem_namespace_configure', 'idem_namespace_drop', 'idem_grant', 'idem_revoke',
-                    'idem_purge', 'idem_purge_batches', 'idem_namespace_changed')
+                    'idem_purge', 'idem_purge_batches', 'idem_namespace_changed', 'idem_lock_namespace')
 ORDER BY 1;
 SELECT has_table_privilege('regress_idem_app', 'idem_namespaces', 'SELECT') AS app_reads_registry,
        has_table_privilege('pg_monitor', 'idem_namespaces', 'SELECT') AS monitor_reads_registry;

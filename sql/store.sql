@@ -27,18 +27,94 @@ SELECT status, result_payload FROM records;
 COMMIT;
 
 -- A permanent failure replays as prior_error.
+BEGIN;
 SELECT kind FROM idem_begin('payments', 'order-2', '{"amount": 5}');
 SELECT idem_fail_permanent('payments', 'order-2', '{"class_tag": "CardDeclined", "message": "card declined", "cause": "insufficient funds"}');
+COMMIT;
 SELECT kind, error FROM idem_begin('payments', 'order-2', '{"amount": 5}');
 
 -- A transient failure forgets the attempt: the next begin is fresh.
+BEGIN;
 SELECT kind FROM idem_begin('payments', 'order-3', '{"amount": 5}');
 SELECT idem_fail_transient('payments', 'order-3');
+COMMIT;
 SELECT count(*) AS rows_for_order_3 FROM idempotency_record WHERE key_value = 'order-3';
+BEGIN;
 SELECT kind FROM idem_begin('payments', 'order-3', '{"amount": 5}');
-
 -- Namespaces are separate keyspaces.
 SELECT kind FROM idem_begin('refunds', 'order-1', '{"amount": 999}');
+SELECT idem_commit('refunds', 'order-1', '{"refund_id": 1}');
+SELECT idem_fail_transient('payments', 'order-3');
+COMMIT;
+
+-- A claim does not outlive its transaction. Committed unfinished, the
+-- record would answer in_flight to every retry with no work behind it, so
+-- COMMIT fails (25000) and takes the transaction's other writes with it.
+CREATE TEMP TABLE payments_made (key text);
+BEGIN;
+SELECT kind FROM idem_begin('payments', 'order-8', '{"amount": 8}');
+INSERT INTO payments_made VALUES ('order-8');
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+SELECT (SELECT count(*) FROM idempotency_record WHERE key_value = 'order-8') AS records,
+       (SELECT count(*) FROM payments_made) AS payments;
+-- The same for a begin in autocommit mode (no transaction block), which
+-- commits when its statement ends.
+SELECT kind FROM idem_begin('payments', 'order-8', '{"amount": 8}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS records FROM idempotency_record WHERE key_value = 'order-8';
+-- Replays need no transaction block.
+SELECT kind FROM idem_begin('payments', 'order-2', '{"amount": 5}');
+-- One statement that begins and finishes works in autocommit mode.
+CREATE FUNCTION pg_temp.pay(k text) RETURNS idem_kind LANGUAGE plpgsql AS $$
+DECLARE
+    o idem_outcome := idem_begin('payments', k, '{"amount": 9}');
+BEGIN
+    IF o.kind = 'fresh' THEN
+        INSERT INTO payments_made VALUES (k);
+        PERFORM idem_commit('payments', k, jsonb_build_object('paid', k), o.fence);
+    END IF;
+    RETURN o.kind;
+END;
+$$;
+SELECT pg_temp.pay('order-9') AS first, pg_temp.pay('order-9') AS second;
+-- A savepoint rolled back takes its claim with it; a finish rolled back
+-- leaves the claim open again.
+BEGIN;
+SAVEPOINT s;
+SELECT kind FROM idem_begin('payments', 'order-10', '{}');
+ROLLBACK TO SAVEPOINT s;
+SELECT kind FROM idem_begin('payments', 'order-11', '{}');
+SAVEPOINT t;
+SELECT idem_commit('payments', 'order-11', '{"ok": true}');
+ROLLBACK TO SAVEPOINT t;
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS records FROM idempotency_record WHERE key_value IN ('order-10', 'order-11');
+BEGIN;
+SELECT kind FROM idem_begin('payments', 'order-11', '{}');
+SAVEPOINT t;
+SELECT idem_commit('payments', 'order-11', '{"ok": true}');
+RELEASE SAVEPOINT t;
+COMMIT;
+SELECT status FROM idempotency_record WHERE key_value = 'order-11';
+
+-- Fences: fresh carries one; a transition given another, or an attempt
+-- number in its place, changes nothing.
+BEGIN;
+SELECT attempt, fence > 4294967295 AS fence_is_bigint FROM idem_begin('payments', 'order-12', '{}') \gset
+\echo :attempt :fence_is_bigint
+SELECT fence FROM idempotency_record WHERE key_value = 'order-12' \gset
+SAVEPOINT s;
+SELECT idem_commit('payments', 'order-12', '{}', 1);
+ROLLBACK TO SAVEPOINT s;
+SELECT idem_commit('payments', 'order-12', '{}', :fence + 1);
+ROLLBACK TO SAVEPOINT s;
+SELECT idem_fail_transient('payments', 'order-12', :fence + 1);
+ROLLBACK TO SAVEPOINT s;
+SELECT idem_commit('payments', 'order-12', '{"fenced": true}', :fence);
+COMMIT;
+SELECT status, result_payload FROM idempotency_record WHERE key_value = 'order-12';
 
 -- Rolling back the caller's transaction removes every row these functions wrote.
 BEGIN;
@@ -48,10 +124,12 @@ ROLLBACK;
 SELECT count(*) AS rows_for_order_4 FROM idempotency_record WHERE key_value = 'order-4';
 
 -- An explicit window, and the idempotency.replay_window setting.
+BEGIN;
 SELECT kind FROM idem_begin('payments', 'order-5', '{}', '15 minutes');
-SET idempotency.replay_window = '2h';
+SET LOCAL idempotency.replay_window = '2h';
 SELECT kind FROM idem_begin('payments', 'order-6', '{}');
-RESET idempotency.replay_window;
+SELECT idem_commit('payments', k, '{}') FROM unnest(ARRAY['order-5', 'order-6']) k;
+COMMIT;
 SELECT key_value, replay_window FROM records WHERE key_value IN ('order-5', 'order-6');
 
 -- Errors. Each leaves the table as it was.
@@ -121,8 +199,10 @@ WHERE key_value IN ('order-1', 'order-2');
 SELECT kind, result FROM idem_begin('payments', 'order-1', '{"amount": 100}');
 SELECT idem_purge(1) AS purged;
 SELECT idem_purge() AS purged_again;
+BEGIN;
 SELECT kind FROM idem_begin('payments', 'order-1', '{"amount": 100}');
 SELECT idem_fail_transient('payments', 'order-1');
+COMMIT;
 
 -- Do not write (idem_begin(...)).*: PostgreSQL expands it into one call per
 -- column, so begin runs six times and the columns come from different calls.

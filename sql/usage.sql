@@ -7,25 +7,30 @@ CREATE TABLE payments (
     currency text NOT NULL
 );
 
--- POST /payments. The caller runs it in its own transaction and commits:
---   BEGIN; SELECT * FROM create_payment($1, $2); COMMIT;
+-- POST /payments, in one statement: a driver in autocommit mode sends
+-- SELECT * FROM create_payment($1, $2) alone; inside an explicit
+-- transaction it sends BEGIN, that SELECT and COMMIT as three statements.
 CREATE FUNCTION create_payment(idempotency_key text, request jsonb,
                                OUT status integer, OUT headers jsonb, OUT body jsonb)
 LANGUAGE plpgsql AS $$
 DECLARE
+    docs constant text := 'https://example.com/docs/idempotency';
     key text;
     o idempotency.idem_outcome;
     refusal jsonb;
     payment_id bigint;
 BEGIN
     SELECT h.key, h.status, h.headers, h.body INTO key, status, headers, body
-    FROM idempotency.idem_http_key('payments', idempotency_key) h;
+    FROM idempotency.idem_http_key('payments', idempotency_key, docs) h;
     IF key IS NULL THEN
         RETURN;                                  -- 400: no key, or an invalid one
     END IF;
-    SELECT * INTO o FROM idempotency.idem_begin('payments', key, request);
+    -- The method and the target are part of the request: the same key and
+    -- body sent to another endpoint are a mismatch, not this one's replay.
+    SELECT * INTO o FROM idempotency.idem_begin('payments', key,
+        jsonb_build_object('method', 'POST', 'target', '/payments', 'body', request));
     IF o.kind <> 'fresh' THEN
-        SELECT r.* INTO status, headers, body FROM idempotency.idem_http_response(o) r;
+        SELECT r.* INTO status, headers, body FROM idempotency.idem_http_response(o, 1, docs) r;
         RETURN;                                  -- a replay, 409 or 422
     END IF;
     IF (request ->> 'amount')::numeric <= 0 THEN
@@ -44,15 +49,17 @@ BEGIN
     headers := jsonb_build_object('Location', '/payments/' || payment_id);
     body := jsonb_build_object('payment_id', payment_id);
     PERFORM idempotency.idem_commit('payments', key,
-        jsonb_build_object('status', status, 'headers', headers, 'body', body));
+        jsonb_build_object('status', status, 'headers', headers, 'body', body), o.fence);
 END;
 $$;
 
 SELECT * FROM create_payment('7d1c-44a0', '{"amount": 100, "currency": "EUR"}');
-SELECT * FROM create_payment('7d1c-44a0', '{"currency": "EUR", "amount": 100}');
+SELECT * FROM create_payment('"7d1c-44a0"', '{"currency": "EUR", "amount": 100}');
 SELECT * FROM create_payment('7d1c-44a0', '{"amount": 999, "currency": "EUR"}');
+SELECT kind FROM idempotency.idem_begin('payments', '7d1c-44a0',
+    jsonb_build_object('method', 'POST', 'target', '/refunds', 'body', '{"amount": 100, "currency": "EUR"}'::jsonb));
 SELECT * FROM create_payment(NULL, '{"amount": 100, "currency": "EUR"}');
-SELECT * FROM create_payment(E'7d1c\n44a0', '{"amount": 100, "currency": "EUR"}');
+SELECT * FROM create_payment('"7d1c-44a0', '{"amount": 100, "currency": "EUR"}');
 SELECT * FROM create_payment('b9e0-0001', '{"amount": -5, "currency": "EUR"}');
 SELECT * FROM create_payment('b9e0-0001', '{"amount": -5, "currency": "EUR"}');
 SELECT count(*) AS payments FROM payments;
@@ -157,8 +164,10 @@ SELECT id, balance FROM accounts ORDER BY id;
 
 CREATE TYPE refund_receipt AS (refund_id integer, amount numeric);
 
+BEGIN;
 SELECT kind FROM idempotency.idem_begin_typed('refunds', 'rf-1', 25);
 SELECT idempotency.idem_commit_typed('refunds', 'rf-1', ROW(501, 25)::refund_receipt);
+COMMIT;
 
 SELECT o.kind, r.refund_id, r.amount
 FROM idempotency.idem_begin_typed('refunds', 'rf-1', 25) o,
@@ -179,35 +188,48 @@ ALTER ROLE signup_app SET idempotency.require_registered_namespace = on;
 SELECT namespace, grantees FROM idempotency.idem_namespaces WHERE namespace = 'signups';
 
 SET ROLE signup_app;
+BEGIN;
 SELECT kind FROM idempotency.idem_begin('signups', 'signup:ann@example.com', '{"plan": "pro"}');
+SELECT idempotency.idem_commit('signups', 'signup:ann@example.com', '{"user_id": 7}');
+COMMIT;
 SELECT kind FROM idempotency.idem_begin('payments', 'k-1', '{}');   -- not its namespace: 42501
 RESET ROLE;
 
 -- (A 1-second lease so that this example runs quickly; minutes in real life.)
 SELECT in_progress_lease FROM idempotency.idem_namespace_configure('exports', in_progress_lease => '1 second');
 
--- Attempt 1: claim the key and commit the claim on its own.
-SELECT kind, attempt FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}');
+-- The workers' own bookkeeping: which attempt holds which fence.
+CREATE TABLE export_attempts (job text, attempt integer, fence bigint);
+
+-- Attempt 1: claim the key and commit the claim on its own; keep its fence.
+INSERT INTO export_attempts
+SELECT 'exp-7', attempt, fence FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}') WHERE kind = 'fresh';
 -- The downstream key is a function of the inbound one: the same for every attempt.
 SELECT idempotency.idem_mint('exports', ARRAY['exp-7', 'render']) AS downstream_key;
 
 -- ... the worker calls the renderer with that key, and dies. Past the lease,
 -- a retry of the same request takes the operation over:
 SELECT pg_sleep(1.1);
-SELECT kind, attempt FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}');
+INSERT INTO export_attempts
+SELECT 'exp-7', attempt, fence FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}') WHERE kind = 'fresh';
+SELECT job, attempt FROM export_attempts ORDER BY attempt;
 -- Meanwhile a retry that comes too soon is told to wait, with the attempt's age:
 SELECT kind, age < interval '1 second' AS just_started FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}');
 
--- Attempt 1 wakes up late: its commit, fenced with its attempt number, is refused.
-SELECT idempotency.idem_commit('exports', 'exp-7', '{"url": "/exports/7-old.pdf"}', 1);
+-- Attempt 1 wakes up late: its commit, fenced with its fence, is refused.
+SELECT idempotency.idem_commit('exports', 'exp-7', '{"url": "/exports/7-old.pdf"}', fence)
+FROM export_attempts WHERE attempt = 1;
 -- Attempt 2 calls the renderer with the same downstream key and records the outcome.
-SELECT idempotency.idem_commit('exports', 'exp-7', '{"url": "/exports/7.pdf"}', 2);
+SELECT idempotency.idem_commit('exports', 'exp-7', '{"url": "/exports/7.pdf"}', fence)
+FROM export_attempts WHERE attempt = 2;
 SELECT kind, result FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}');
+
 -- (Not part of the recipe: clean up what it created.)
 DELETE FROM idempotency.idempotency_record WHERE namespace IN ('signups', 'exports');
 SELECT idempotency.idem_namespace_drop(n) FROM unnest(ARRAY['signups', 'exports']) n;
 DROP OWNED BY signup_app;
 DROP ROLE signup_app;
+DROP TABLE export_attempts;
 
 -- What the pg_cron recipe schedules; scheduling itself runs in test/t/003_pg_cron.pl.
 CALL idempotency.idem_purge_batches(10000);

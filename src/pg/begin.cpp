@@ -7,15 +7,20 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "funcapi.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 }
 
 #include "../core/error.hpp"
 #include "canonical.hpp"
+#include "claims.hpp"
 #include "guard.hpp"
 #include "policy.hpp"
 #include "record.hpp"
@@ -33,6 +38,11 @@ static_assert(pg::begin_mismatch - pg::begin_fresh == mismatch, "begin counters 
 constexpr const char* kind_labels[kind_count] = {"fresh", "in_flight", "prior_result", "prior_error",
                                                  "mismatch"};
 
+// Columns of idem_outcome. A 0.3.0 schema's type ends at submitted_hash, a
+// 0.4 schema's at age; heap_form_tuple forms only the columns the type has.
+enum Field { f_kind, f_result, f_error, f_recorded_request, f_recorded_hash, f_submitted_hash, f_attempt, f_age,
+             f_fence, field_count };
+
 // The outcome's tuple descriptor and enum label OIDs, looked up once per
 // call site and kept in fn_extra.
 struct OutcomeType {
@@ -45,6 +55,12 @@ OutcomeType& outcome_type(FunctionCallInfo fcinfo) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     throw core::Error(core::sqlstate::internal_error, "idem_begin must return idem_outcome");
+  // A type with more columns than this library knows would be formed from
+  // values past the end of Outcome's arrays (docs/internals.md, "Entry
+  // points across releases").
+  if (desc->natts > field_count)
+    throw core::Error(core::sqlstate::internal_error, "idem_outcome has more columns than this library knows",
+                      "Install the library of the extension's version, then reconnect.");
   MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
   auto* t = static_cast<OutcomeType*>(palloc(sizeof(OutcomeType)));
   t->desc = BlessTupleDesc(CreateTupleDescCopy(desc));
@@ -55,11 +71,6 @@ OutcomeType& outcome_type(FunctionCallInfo fcinfo) {
   fcinfo->flinfo->fn_extra = t;
   return *t;
 }
-
-// Columns of idem_outcome. A 0.3.0 schema's type ends at submitted_hash;
-// heap_form_tuple reads only the columns the type has.
-enum Field { f_kind, f_result, f_error, f_recorded_request, f_recorded_hash, f_submitted_hash, f_attempt, f_age,
-             field_count };
 
 // An answer: its kind and the columns of idem_outcome after kind, all NULL
 // but submitted_hash unless the caller fills them.
@@ -77,20 +88,22 @@ Outcome outcome(Kind kind, Datum submitted_hash) {
   return o;
 }
 
-Outcome fresh_outcome(Datum submitted_hash, int32 attempt) {
+// fresh, with the attempt number and (0.5 schema) the fence that the
+// transitions take to prove the record is still this attempt's.
+Outcome fresh_outcome(Datum submitted_hash, int32 attempt, Datum fence, bool fence_null) {
   Outcome o = outcome(fresh, submitted_hash);
   o.values[f_attempt] = Int32GetDatum(attempt), o.nulls[f_attempt] = false;
+  o.values[f_fence] = fence, o.nulls[f_fence] = fence_null;
   return o;
 }
 
-// in_flight, with how long ago the holder began (or took the record over),
-// when that is known.
-Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p) {
+// in_flight, with how long ago the holder claimed the key (or took the
+// record over), when that is known.
+Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p, TimestampTz now) {
   Outcome o = outcome(in_flight, submitted_hash);
   if (!p.began_known) return o;
-  const TimestampTz began = p.updated_at;
   auto* age = static_cast<Interval*>(palloc0(sizeof(Interval)));
-  age->time = std::max<int64>(0, GetCurrentTimestamp() - began);
+  age->time = std::max<int64>(0, now - p.updated_at);
   o.values[f_age] = IntervalPGetDatum(age), o.nulls[f_age] = false;
   return o;
 }
@@ -102,13 +115,6 @@ Datum to_datum(FunctionCallInfo fcinfo, Outcome& o) {
   return HeapTupleGetDatum(heap_form_tuple(t.desc, o.values, o.nulls));
 }
 
-bool same_bytes(Datum a, Datum b) {
-  const bytea* x = DatumGetByteaPP(a);
-  const bytea* y = DatumGetByteaPP(b);
-  return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
-         std::memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
-}
-
 // Whether a window (no field negative) is at least interval '10000 years',
 // measured as interval comparison does (30-day months, 24-hour days): far
 // from the end of timestamptz (294276 AD), which expires_at must not pass.
@@ -118,18 +124,21 @@ bool too_long(const Interval& w) {
   return days >= 10000.0 * MONTHS_PER_YEAR * DAYS_PER_MONTH;
 }
 
+const char* interval_text(Interval* w) { return DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(w))); }
+
 // The replay window: the argument, the namespace's, or
-// idempotency.replay_window; an argument must be positive in every field, so
-// that expires_at lies after created_at, and under 10,000 years (the
-// registry checks its own).
-Interval* replay_window(FunctionCallInfo fcinfo, int argno, const pg::Policy& policy) {
+// idempotency.replay_window. An argument must be positive in every field,
+// so that expires_at lies after created_at, under 10,000 years (the registry
+// checks its own), and no longer than the namespace's configured window,
+// which is a limit the caller cannot lift.
+Interval* replay_window(FunctionCallInfo fcinfo, int argno, const pg::Policy& policy, const text* ns) {
+  auto* configured = static_cast<Interval*>(palloc(sizeof(Interval)));
+  if (policy.has_replay_window) *configured = policy.replay_window;
   if (PG_ARGISNULL(argno) && policy.has_replay_window) {
-    if (too_long(policy.replay_window))  // configured by 0.4.0, which had no upper bound
+    if (too_long(*configured))  // configured by 0.4.0, which had no upper bound
       throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency replay window",
                         "The namespace's replay_window is 10000 years or more; configure one under 10000 years.");
-    auto* w = static_cast<Interval*>(palloc(sizeof(Interval)));
-    *w = policy.replay_window;
-    return w;
+    return configured;
   }
   if (PG_ARGISNULL(argno)) {
     auto* w = static_cast<Interval*>(palloc0(sizeof(Interval)));
@@ -139,38 +148,93 @@ Interval* replay_window(FunctionCallInfo fcinfo, int argno, const pg::Policy& po
   Interval* w = PG_GETARG_INTERVAL_P(argno);
   if (w->month < 0 || w->day < 0 || w->time < 0 || (w->month == 0 && w->day == 0 && w->time == 0) ||
       too_long(*w)) {
-    const char* given = DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(w)));
+    const char* given = interval_text(w);
     throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency replay window",
                       std::string("The replay window must be positive and under 10000 years, and no part of it "
                                   "(months, days, time) negative, not ") +
                           given + ".");
   }
+  if (policy.has_replay_window &&
+      DatumGetBool(DirectFunctionCall2(interval_gt, IntervalPGetDatum(w), IntervalPGetDatum(configured)))) {
+    const char* given = interval_text(w);
+    const char* limit = interval_text(configured);
+    throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency replay window exceeds the namespace's",
+                      std::string("Namespace \"") + pg::string_of(ns) + "\" keeps records for at most " + limit +
+                          " (its replay_window); the call asked for " + given + ".",
+                      "Pass a shorter replay_window or none; the namespace's administrator sets the limit with "
+                      "idem_namespace_configure.");
+  }
   return w;
 }
 
-pg::Statement insert_in_progress = {
-    "INSERT INTO idempotency.idempotency_record"
-    " (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at)"
-    " VALUES ($1, $2, 'in_progress', $3, $4, pg_catalog.now(), pg_catalog.now(),"
-    " pg_catalog.now() OPERATOR(pg_catalog.+) $5)",
-    5,
-    {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID},
+// The fresh in_progress record, claimed at $6 (the clock when the key was
+// claimed, not the transaction's start: a transaction that waited before
+// claiming must not start its lease half spent). The first form serves 0.3
+// and 0.4 schemas; the second draws the record's fence.
+#define INSERT_IN_PROGRESS(FENCE_COLUMN, FENCE_VALUE, RETURNING)                                                \
+  "INSERT INTO idempotency.idempotency_record"                                                                 \
+  " (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at" FENCE_COLUMN \
+  ") VALUES ($1, $2, 'in_progress', $3, $4, $6, $6, $6 OPERATOR(pg_catalog.+) $5" FENCE_VALUE ")" RETURNING
+
+pg::Statement insert_in_progress = {INSERT_IN_PROGRESS("", "", ""),
+                                    6,
+                                    {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID},
+                                    nullptr};
+
+pg::Statement insert_fenced = {
+    INSERT_IN_PROGRESS(", fence", ", pg_catalog.nextval('idempotency.idem_fence_seq'::pg_catalog.regclass)",
+                       " RETURNING fence"),
+    6,
+    {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID},
     nullptr};
 
-// Takes over an in_progress record whose lease has run out: the next
-// attempt, begun now (this statement's time, not the transaction's, so that
-// an old transaction does not start the new lease half spent). Matches
-// nothing if the record was finished meanwhile.
-pg::Statement take_over = {
-    "UPDATE idempotency.idempotency_record"
-    " SET attempt = attempt OPERATOR(pg_catalog.+) 1, updated_at = pg_catalog.statement_timestamp(),"
-    " expires_at = pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) $3"
-    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
-    " AND status OPERATOR(pg_catalog.=) 'in_progress'"
-    " RETURNING attempt",
-    3,
-    {TEXTOID, TEXTOID, INTERVALOID},
+// Takes over the in_progress record the probe saw (the version claimed at
+// $5): the next attempt, claimed at $4. The row is locked with SKIP LOCKED,
+// so a takeover never waits for another transaction (a late worker
+// finishing the record) while it holds the per-key lock; it then matches
+// nothing, as it does when the record changed since the probe.
+#define TAKE_OVER(FENCE_SET, RETURNING)                                                                        \
+  "UPDATE idempotency.idempotency_record"                                                                      \
+  " SET attempt = attempt OPERATOR(pg_catalog.+) 1, updated_at = $4,"                                          \
+  " expires_at = $4 OPERATOR(pg_catalog.+) $3" FENCE_SET                                                        \
+  " WHERE ctid OPERATOR(pg_catalog.=) (SELECT ctid FROM idempotency.idempotency_record"                        \
+  "   WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"                        \
+  "   AND status OPERATOR(pg_catalog.=) 'in_progress' AND updated_at OPERATOR(pg_catalog.=) $5"                 \
+  "   FOR UPDATE SKIP LOCKED)"                                                                                  \
+  " RETURNING attempt" RETURNING
+
+pg::Statement take_over = {TAKE_OVER("", ""),
+                           5,
+                           {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+                           nullptr};
+
+pg::Statement take_over_fenced = {
+    TAKE_OVER(", fence = pg_catalog.nextval('idempotency.idem_fence_seq'::pg_catalog.regclass)", ", fence"),
+    5,
+    {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
     nullptr};
+
+// Whether an in_progress record that another transaction committed may be
+// taken over: its namespace's lease ran out since it was claimed, or, with
+// no lease (left by an older release, which let autocommit callers commit a
+// claim), its replay window did.
+bool abandoned(const pg::Probe& p, const pg::Policy& policy, TimestampTz now) {
+  return policy.lease_us > 0 ? now - p.updated_at >= policy.lease_us : now >= p.expires_at;
+}
+
+// Waits on a hot standby, where the primary's transactions hold no lock here:
+// polls until xid has ended, the deadline passes, or an interrupt (a cancel,
+// statement_timeout) is raised.
+void wait_on_standby(TransactionId xid, TimestampTz deadline) {
+  while (TransactionIdIsInProgress(xid)) {
+    const long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+    if (remaining <= 0) return;
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, std::min(remaining, 10L),
+                    PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+    CHECK_FOR_INTERRUPTS();
+  }
+}
 
 // Waits until transaction xid ends or the deadline passes. The wait is an
 // ordinary lock wait on the transaction (visible in pg_locks, broken by the
@@ -178,6 +242,7 @@ pg::Statement take_over = {
 // bounded by a lock_timeout set for the wait alone; running out of time is
 // caught inside a subtransaction, and every other error goes on up.
 void wait_for(TransactionId xid, TimestampTz deadline) {
+  if (RecoveryInProgress()) return wait_on_standby(xid, deadline);
   const long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
   if (remaining <= 0) return;
   const int nest_level = NewGUCNestLevel();
@@ -211,78 +276,97 @@ void wait_for(TransactionId xid, TimestampTz deadline) {
   AtEOXact_GUC(true, nest_level);
 }
 
-}  // namespace
-
-// Under the per-key lock, probe the key: nothing there inserts an
+// The body of both entry points (see below). Under the namespace lock and
+// then the per-key lock, probe the key: nothing there inserts an
 // in_progress row (fresh); a row another transaction has not committed is
 // in flight (waited for up to idempotency.in_flight_wait); a committed row
 // replays by status, or is a mismatch when its request hash differs; an
-// in_progress row past the namespace's lease is taken over (fresh, with the
-// next attempt number). Nothing about the namespace's records is read
+// abandoned in_progress row is taken over (fresh, with the next attempt
+// number and a new fence). Nothing about the namespace's records is read
 // before the caller is authorized for it.
-IDEM_FUNCTION(idem_begin) {
+Datum begin(FunctionCallInfo fcinfo) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   Jsonb* request = pg::payload_arg(fcinfo, 2, "request");
+  // The policy is read under the lock that changing it takes, so no begin
+  // can insert a raw key once hash_keys has been switched on.
+  pg::lock_namespace(ns, ShareLock);
   const pg::Policy policy = pg::authorize(ns);
-  Interval* window = replay_window(fcinfo, 3, policy);
+  Interval* window = replay_window(fcinfo, 3, policy, ns);
   pg::check_payload_size(request, "request", ns, policy);
   text* key = pg::stored_key(given_key, policy);
   const Datum submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
+  const bool fenced = pg::fenced_schema();
   // Read the clock only when a wait is configured: most begins never wait.
   const TimestampTz deadline =
       pg::in_flight_wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), pg::in_flight_wait_ms) : 0;
 
+  // The version of an abandoned record whose takeover found it locked by
+  // another transaction (see below); 0: none.
+  TimestampTz locked_version = 0;
   for (;;) {
     const LOCKTAG lock = pg::lock_key(ns, key);
-    pg::Probe p = pg::probe_key(ns, key);
+    pg::Probe p = pg::probe_key(ns, key, given_key);
+    const TimestampTz now = GetCurrentTimestamp();
     if (p.found == pg::Found::nothing) {
       pg::require_read_write(given_key, "idem_begin", "begin");
-      const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), submitted, PointerGetDatum(request),
-                               IntervalPGetDatum(window)};
-      pg::execute(insert_in_progress, values, policy.store_request ? "     " : "   n ");
+      const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),       submitted,
+                               PointerGetDatum(request), IntervalPGetDatum(window), TimestampTzGetDatum(now)};
+      Datum fence = 0;
+      bool fence_null = true;
+      pg::execute(fenced ? insert_fenced : insert_in_progress, values, policy.store_request ? "      " : "   n  ",
+                  &fence, &fence_null);
       pg::unlock_key(lock);
-      Outcome o = fresh_outcome(submitted, 1);
+      if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
+      Outcome o = fresh_outcome(submitted, 1, fence, fence_null);
       return to_datum(fcinfo, o);
     }
-    const bool same_request = p.found == pg::Found::row && same_bytes(p.request_hash, submitted);
-    if (same_request && p.status == 'i' && !p.own && policy.lease_us > 0 &&
-        GetCurrentTimestamp() - p.updated_at >= policy.lease_us) {
+    const bool same_request = p.found == pg::Found::row && pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted));
+    if (same_request && p.status == 'i' && !p.own && pg::registry().installed && abandoned(p, policy, now) &&
+        p.updated_at != locked_version) {
       pg::require_read_write(given_key, "idem_begin", "begin");
-      const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), IntervalPGetDatum(window)};
-      Datum attempt;
-      bool none = true;
-      pg::execute(take_over, values, "   ", &attempt, &none);
+      const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), IntervalPGetDatum(window),
+                               TimestampTzGetDatum(now), TimestampTzGetDatum(p.updated_at)};
+      Datum row[2];
+      bool none[2] = {true, true};
+      pg::execute(fenced ? take_over_fenced : take_over, values, "     ", row, none);
       pg::unlock_key(lock);
-      if (none) {
-        // Finished meanwhile: look again. Under REPEATABLE READ or
-        // SERIALIZABLE a record committed after the snapshot cannot be
+      if (none[0]) {
+        // Changed meanwhile, or locked by another transaction (a late
+        // worker finishing it): look again, and if the same version is
+        // still there it is held, so it is in flight. Under REPEATABLE READ
+        // or SERIALIZABLE a record changed after the snapshot cannot be
         // updated, and looking again would see the same forever.
         if (IsolationUsesXactSnapshot())
           throw core::Error(core::sqlstate::serialization_failure,
                             "could not serialize access due to a concurrent change of an idempotency record",
                             "The in-progress record whose lease ran out changed after this transaction's "
                             "snapshot was taken; retry the transaction.");
+        locked_version = p.updated_at;
         continue;
       }
-      Outcome o = fresh_outcome(submitted, DatumGetInt32(attempt));
+      if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
+      Outcome o = fresh_outcome(submitted, DatumGetInt32(row[0]), row[1], none[1]);
       return to_datum(fcinfo, o);
     }
     pg::unlock_key(lock);
 
     if (p.found == pg::Found::busy) {
-      if (pg::in_flight_wait_ms > 0 && GetCurrentTimestamp() < deadline) {
+      if (pg::in_flight_wait_ms > 0 && now < deadline) {
         pg::count(pg::waits);
         wait_for(p.busy_xid, deadline);
         continue;  // the holder ended (or time is up): look again
       }
-      Outcome o = in_flight_outcome(submitted, p);
+      Outcome o = in_flight_outcome(submitted, p, now);
       return to_datum(fcinfo, o);
     }
 
     if (!same_request) {
+      // With store_request off the recorded request is never shown, even
+      // one kept from before it was switched off.
       Outcome o = outcome(mismatch, submitted);
-      o.values[f_recorded_request] = p.request_payload, o.nulls[f_recorded_request] = p.request_null;
+      o.values[f_recorded_request] = p.request_payload;
+      o.nulls[f_recorded_request] = p.request_null || !policy.store_request;
       o.values[f_recorded_hash] = p.request_hash, o.nulls[f_recorded_hash] = false;
       return to_datum(fcinfo, o);
     }
@@ -298,9 +382,19 @@ IDEM_FUNCTION(idem_begin) {
         return to_datum(fcinfo, o);
       }
       default: {  // in_progress, committed by a transaction that has not finished the work
-        Outcome o = in_flight_outcome(submitted, p);
+        Outcome o = in_flight_outcome(submitted, p, now);
         return to_datum(fcinfo, o);
       }
     }
   }
 }
+
+}  // namespace
+
+// idem_begin as 0.5.0 declares it (its outcome has a fence). A library
+// older than 0.5.0 has no such symbol, so a backend that loaded one before
+// the update fails cleanly instead of forming the newer outcome.
+IDEM_FUNCTION(idem_begin_0_5) { return begin(fcinfo); }
+
+// idem_begin as 0.2.0 to 0.4.1 declare it, for a schema not yet updated.
+IDEM_FUNCTION(idem_begin) { return begin(fcinfo); }

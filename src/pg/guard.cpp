@@ -17,7 +17,7 @@ struct CapturedError {
   char sqlstate[6];
   char message[1024];
   char detail[1024];
-  char hint[256];
+  char hint[512];
 };
 
 void capture(CapturedError& out, const char* sqlstate, const char* message, const char* detail,
@@ -31,18 +31,19 @@ void capture(CapturedError& out, const char* sqlstate, const char* message, cons
 [[noreturn]] void raise(const CapturedError& e) {
   const char* s = e.sqlstate;
   ereport(ERROR, (errcode(MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4])),
-                  errmsg_internal("%s", e.message),
-                  e.detail[0] != '\0' ? errdetail_internal("%s", e.detail) : 0,
+                  errmsg("%s", e.message),
+                  e.detail[0] != '\0' ? errdetail("%s", e.detail) : 0,
                   e.hint[0] != '\0' ? errhint("%s", e.hint) : 0));
   pg_unreachable();
 }
 
-}  // namespace
-
-Datum guard(Body body, FunctionCallInfo fcinfo) {
-  CapturedError e;
+// Runs f; whatever C++ exception leaves it is captured into e. Returns
+// whether one did.
+template <class F>
+bool captured(F&& f, CapturedError& e) {
   try {
-    return body(fcinfo);
+    f();
+    return false;
   } catch (const core::Error& err) {
     capture(e, err.sqlstate(), err.message().c_str(), err.detail().c_str(), err.hint().c_str());
   } catch (const std::bad_alloc&) {
@@ -53,8 +54,23 @@ Datum guard(Body body, FunctionCallInfo fcinfo) {
     capture(e, "XX000", "internal error in the idempotency extension",
             "An unknown C++ exception was caught.");
   }
-  // The exception object is destroyed by now: raising here skips nothing.
-  raise(e);
+  return true;
+}
+
+}  // namespace
+
+Datum guard(Body body, FunctionCallInfo fcinfo) {
+  CapturedError e;
+  Datum result = 0;
+  // The exception object is destroyed when captured returns: raising then
+  // skips nothing.
+  if (captured([&] { result = body(fcinfo); }, e)) raise(e);
+  return result;
+}
+
+void guard_callback(void (*body)(void* arg), void* arg) {
+  CapturedError e;
+  if (captured([&] { body(arg); }, e)) raise(e);
 }
 
 }  // namespace idem::pg

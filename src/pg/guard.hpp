@@ -3,9 +3,10 @@
 // Every SQL-callable function is defined with IDEM_FUNCTION, which wraps its
 // body in guard(): a C++ exception never unwinds into PostgreSQL's frames; it
 // is caught, copied into fixed buffers, and re-raised with ereport(ERROR)
-// after the catch block has ended. The other half of the rule (a PostgreSQL
-// longjmp never skips a live C++ destructor) is a discipline for bodies,
-// explained in docs/internals.md.
+// after the catch block has ended. Callbacks that PostgreSQL calls (a
+// transaction callback) go through guard_callback() the same way. The other
+// half of the rule (a PostgreSQL longjmp never skips a live C++ destructor)
+// is a discipline for bodies, explained in docs/internals.md.
 #pragma once
 
 #include "postgres.hpp"
@@ -16,6 +17,9 @@ using Body = Datum (*)(FunctionCallInfo fcinfo);
 
 // Runs body(fcinfo); turns any C++ exception into an ERROR with a SQLSTATE.
 Datum guard(Body body, FunctionCallInfo fcinfo);
+
+// Runs body(arg) the same way, for callbacks that return nothing.
+void guard_callback(void (*body)(void* arg), void* arg);
 
 }  // namespace idem::pg
 

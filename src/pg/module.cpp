@@ -9,6 +9,7 @@ extern "C" {
 #include "utils/guc.h"
 }
 
+#include "claims.hpp"
 #include "policy.hpp"
 #include "record.hpp"
 #include "settings.hpp"
@@ -69,5 +70,6 @@ void _PG_init(void) {
 #endif
   idem::pg::register_record_invalidation();
   idem::pg::register_policy_invalidation();
+  idem::pg::register_claim_callbacks();
   if (process_shared_preload_libraries_in_progress) idem::pg::request_stats_memory();
 }

@@ -271,3 +271,23 @@ IDEM_FUNCTION(idem_namespace_changed) {
   CacheInvalidateRelcache(reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation);
   return PointerGetDatum(nullptr);
 }
+
+// For the registry functions that must see every record of a namespace
+// (changing hash_keys or store_request, dropping it): the namespace lock in
+// ExclusiveLock, held until the transaction ends. It waits for the
+// transactions that began a key in this namespace, and keeps new ones out,
+// without touching any other namespace. The statements that follow must
+// then see every record, so only READ COMMITTED, where each takes a new
+// snapshot, may call it.
+IDEM_FUNCTION(idem_lock_namespace) {
+  text* ns = idem::pg::namespace_arg(fcinfo, 0);
+  if (IsolationUsesXactSnapshot())
+    throw idem::core::Error(idem::core::sqlstate::invalid_transaction_state,
+                            "changing hash_keys or store_request of an idempotency namespace, or dropping it, needs "
+                            "READ COMMITTED",
+                            std::string("This transaction is ") +
+                                (IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ") +
+                                "; its snapshot could miss records committed since it began.");
+  idem::pg::lock_namespace(ns, ExclusiveLock);
+  PG_RETURN_VOID();
+}

@@ -1,15 +1,18 @@
-// record.cpp: table lookup, per-key lock and dirty-snapshot probe.
+// record.cpp: table lookup, lock tags, per-key and namespace locks, and the
+// dirty-snapshot probe.
 #include "record.hpp"
 
 #include <cstring>
 
 extern "C" {
 #include "access/genam.h"
+#include "access/relation.h"
 #include "access/sysattr.h"
 #include "access/xact.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
@@ -24,16 +27,19 @@ extern "C" {
 }
 
 #include "../core/error.hpp"
+#include "../core/hmac.hpp"
+#include "policy.hpp"
 
 namespace idem::pg {
 
 namespace {
 
-// Marks our locks in pg_locks (objsubid) and keeps them apart from
+// Mark our locks in pg_locks (objsubid) and keep them apart from
 // pg_advisory_lock(bigint) (1) and pg_advisory_lock(int, int) (2).
-constexpr uint16 lock_field4 = 0x4944;  // "ID"
+constexpr uint16 key_lock_field4 = 0x4944;        // "ID"
+constexpr uint16 namespace_lock_field4 = 0x494E;  // "IN"
 
-// Column numbers of idempotency_record, as the install script creates it.
+// Column numbers of idempotency_record, as the install scripts create it.
 enum Column : AttrNumber {
   col_namespace = 1,
   col_key_value,
@@ -46,18 +52,33 @@ enum Column : AttrNumber {
   col_updated_at,
   col_expires_at,
   col_attempt,  // 0.4.0
+  col_fence,    // 0.5.0
 };
+
+constexpr int secret_size = 32;
 
 struct Relations {
   Oid table = InvalidOid;
   Oid pkey = InvalidOid;
   Registry registry = {false, InvalidOid, InvalidOid, InvalidOid};
+  Oid secret = InvalidOid;  // idem_lock_secret (0.5.0)
+  bool fenced = false;
 };
 Relations cached;
+// Bumped by every relcache invalidation, whatever relation it names: a
+// lookup during which one arrived may mix two installations (a DROP and
+// CREATE EXTENSION committed meanwhile, whose OIDs it cannot know yet) and is
+// done again.
+uint64 generation = 0;
+// The HMAC keyed with the store's secret (NULL: a schema without one), and
+// the secret it was keyed with. Per backend, like the SHA-256 context.
+core::HmacSha256* keyed = nullptr;
+uint8 keyed_with[secret_size];
 
 void forget_relations(Datum, Oid relid) noexcept {
+  ++generation;
   if (relid == InvalidOid || relid == cached.table || relid == cached.pkey || relid == cached.registry.config ||
-      relid == cached.registry.grant)
+      relid == cached.registry.grant || relid == cached.secret)
     cached = Relations{};
 }
 
@@ -70,12 +91,35 @@ Oid owner_of(Oid relid) {
   return owner;
 }
 
-// The table's and its primary key's OIDs, looked up once per backend.
-// Returned by value: opening the table accepts invalidation messages, and
-// forget_relations may clear the cache between the table_open and the
-// index_open that follow.
-Relations relations() {
-  if (OidIsValid(cached.table)) return cached;
+// Reads the secret from idem_lock_secret into out; false if it has no row,
+// or if the table was dropped while this backend waited for its lock (the
+// caller then looks everything up again).
+bool read_secret(Oid relid, uint8 (&out)[secret_size]) {
+  Relation rel = try_relation_open(relid, AccessShareLock);
+  if (rel == nullptr) return false;
+  Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+  TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+  TupleTableSlot* slot = table_slot_create(rel, nullptr);
+  bool found = false;
+  if (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {
+    bool isnull;
+    const Datum d = slot_getattr(slot, 1, &isnull);
+    if (!isnull) {
+      const bytea* b = DatumGetByteaPP(d);
+      found = VARSIZE_ANY_EXHDR(b) == secret_size;
+      if (found) std::memcpy(out, VARDATA_ANY(b), secret_size);
+    }
+  }
+  ExecDropSingleTupleTableSlot(slot);
+  table_endscan(scan);
+  UnregisterSnapshot(snapshot);
+  relation_close(rel, AccessShareLock);
+  return found;
+}
+
+// One look at the catalogs; consistent is false when the primary key found
+// is not the table's (an installation was replaced between the two).
+Relations look_up(bool& consistent) {
   const Oid schema = get_namespace_oid("idempotency", true);
   Relations r;
   if (OidIsValid(schema)) {
@@ -85,21 +129,105 @@ Relations relations() {
   if (!OidIsValid(r.table) || !OidIsValid(r.pkey))
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state, "the idempotency store is not installed",
                       "Run ALTER EXTENSION idempotency UPDATE to install release 0.2.0 or later.");
+  consistent = IndexGetRelation(r.pkey, true) == r.table;
   r.registry.config = get_relname_relid("idem_namespace_config", schema);
   r.registry.grant = get_relname_relid("idem_namespace_grant", schema);
   r.registry.installed = OidIsValid(r.registry.config) && OidIsValid(r.registry.grant);
   r.registry.owner = owner_of(r.table);
-  cached = r;
-  return cached;
+  r.secret = get_relname_relid("idem_lock_secret", schema);
+  r.fenced = OidIsValid(r.secret) && get_attnum(r.table, "fence") == col_fence;
+  return r;
 }
 
-LOCKTAG key_tag(const text* ns, const text* key) {
-  uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(ns)),
-                                 VARSIZE_ANY_EXHDR(ns), 0);
-  h = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(key)), VARSIZE_ANY_EXHDR(key), h);
+// (Re)keys the HMAC when the schema's secret is not the one it holds.
+void key_with_secret(const Relations& r) {
+  uint8 secret[secret_size];
+  if (!OidIsValid(r.secret) || !read_secret(r.secret, secret)) {
+    delete keyed;
+    keyed = nullptr;
+    return;
+  }
+  if (keyed != nullptr && std::memcmp(secret, keyed_with, secret_size) == 0) return;
+  auto* fresh = new core::HmacSha256(secret, secret_size);
+  delete keyed;
+  keyed = fresh;
+  std::memcpy(keyed_with, secret, secret_size);
+}
+
+// The store's OIDs and lock key, looked up once per backend and again after
+// any invalidation that concerns them. Returned by value: opening the table
+// accepts invalidation messages, and forget_relations may clear the cache
+// between the table_open and the index_open that follow.
+Relations relations() {
+  if (OidIsValid(cached.table)) return cached;
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    const uint64 read_at = generation;
+    bool consistent;
+    const Relations r = look_up(consistent);
+    key_with_secret(r);  // reads a table: may accept invalidations too
+    if (consistent && generation == read_at) {
+      cached = r;
+      return r;
+    }
+  }
+}
+
+// Adds a text to the HMAC, after its length as 4 bytes big-endian.
+void hmac_text(const text* t) {
+  const uint32 len = VARSIZE_ANY_EXHDR(t);
+  const uint8 be[4] = {static_cast<uint8>(len >> 24), static_cast<uint8>(len >> 16), static_cast<uint8>(len >> 8),
+                       static_cast<uint8>(len)};
+  keyed->update(be, sizeof be);
+  keyed->update(VARDATA_ANY(t), len);
+}
+
+// 64 bits that name (kind, namespace[, key]) in a lock tag: keyed when the
+// schema has a secret (the first 8 bytes, big-endian, of HMAC-SHA256 over
+// kind and the length-prefixed texts), otherwise the unkeyed hash of 0.4.
+uint64 tag_bits(char kind, const text* ns, const text* key) {
+  (void)relations();  // loads the secret
+  if (keyed != nullptr) {
+    keyed->reset();
+    keyed->update(&kind, 1);
+    hmac_text(ns);
+    if (key != nullptr) hmac_text(key);
+    const core::Digest d = keyed->finish();
+    uint64 bits = 0;
+    for (int i = 0; i < 8; ++i) bits = bits << 8 | d[i];
+    return bits;
+  }
+  uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(ns)), VARSIZE_ANY_EXHDR(ns),
+                                 kind == 'k' ? 0 : 1);
+  if (key != nullptr)
+    h = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(key)), VARSIZE_ANY_EXHDR(key), h);
+  return h;
+}
+
+LOCKTAG tag_of(uint64 bits, uint16 field4) {
   LOCKTAG tag;
-  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), lock_field4);
+  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(bits >> 32), static_cast<uint32>(bits), field4);
   return tag;
+}
+
+// An index scan of the primary key for (ns, key) under snapshot.
+IndexScanDesc scan_key(Relation table, Relation index, Snapshot snapshot, ScanKeyData (&keys)[2]) {
+  IndexScanDesc scan = index_beginscan(table, index, snapshot, 2, 0);
+  index_rescan(scan, keys, 2, nullptr, 0);
+  return scan;
+}
+
+// Whether the transaction's snapshot sees the version at tid (NULL: any).
+// Under SERIALIZABLE the scan also takes the predicate locks that make the
+// read count for serializable snapshot isolation.
+bool snapshot_sees(Relation table, Relation index, ScanKeyData (&keys)[2], const ItemPointerData* tid) {
+  IndexScanDesc scan = scan_key(table, index, GetTransactionSnapshot(), keys);
+  TupleTableSlot* slot = table_slot_create(table, nullptr);
+  const bool seen = index_getnext_slot(scan, ForwardScanDirection, slot) &&
+                    (tid == nullptr || ItemPointerEquals(&slot->tts_tid, const_cast<ItemPointerData*>(tid)));
+  ExecDropSingleTupleTableSlot(slot);
+  index_endscan(scan);
+  return seen;
 }
 
 }  // namespace
@@ -108,15 +236,22 @@ void register_record_invalidation() { CacheRegisterRelcacheCallback(forget_relat
 
 Registry registry() { return relations().registry; }
 
+bool fenced_schema() { return relations().fenced; }
+
 LOCKTAG lock_key(const text* ns, const text* key) {
-  const LOCKTAG tag = key_tag(ns, key);
+  const LOCKTAG tag = tag_of(tag_bits('k', ns, key), key_lock_field4);
   (void)LockAcquire(&tag, ExclusiveLock, false, false);
   return tag;
 }
 
 void unlock_key(const LOCKTAG& tag) { LockRelease(&tag, ExclusiveLock, false); }
 
-Probe probe_key(const text* ns, const text* key) {
+void lock_namespace(const text* ns, LOCKMODE mode) {
+  const LOCKTAG tag = tag_of(tag_bits('n', ns, nullptr), namespace_lock_field4);
+  (void)LockAcquire(&tag, mode, false, false);
+}
+
+Probe probe_key(const text* ns, const text* key, const text* given_key) {
   const Relations r = relations();
   Relation table = table_open(r.table, AccessShareLock);
   Relation index = index_open(r.pkey, AccessShareLock);
@@ -126,8 +261,7 @@ Probe probe_key(const text* ns, const text* key) {
   ScanKeyData keys[2];
   ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(ns));
   ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(key));
-  IndexScanDesc scan = index_beginscan(table, index, &dirty, 2, 0);
-  index_rescan(scan, keys, 2, nullptr, 0);
+  IndexScanDesc scan = scan_key(table, index, &dirty, keys);
   TupleTableSlot* slot = table_slot_create(table, nullptr);
 
   Probe p{};
@@ -139,6 +273,7 @@ Probe probe_key(const text* ns, const text* key) {
     const TransactionId xid = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
     slot_getallattrs(slot);
     p.updated_at = DatumGetTimestampTz(slot->tts_values[col_updated_at - 1]);
+    p.expires_at = DatumGetTimestampTz(slot->tts_values[col_expires_at - 1]);
     p.began_known = !TransactionIdIsValid(dirty.xmax) || TransactionIdIsValid(dirty.xmin);
     if (TransactionIdIsValid(xid)) {
       p.found = Found::busy;
@@ -163,11 +298,28 @@ Probe probe_key(const text* ns, const text* key) {
       if (!p.error_null) p.error_payload = datumCopy(slot->tts_values[col_error_payload - 1], false, -1);
     }
   }
-
+  const ItemPointerData tid = slot->tts_tid;
   ExecDropSingleTupleTableSlot(slot);
   index_endscan(scan);
+
+  // A record the transaction's snapshot cannot see (committed after it was
+  // taken) is a serialization failure, not a replay: the rows it stands for
+  // are invisible to this transaction too. SERIALIZABLE always reads through
+  // the snapshot as well, for its predicate locks.
+  const bool check = (p.found == Found::row && !p.own && IsolationUsesXactSnapshot()) || IsolationIsSerializable();
+  const bool unseen = check && !snapshot_sees(table, index, keys, &tid) && p.found == Found::row && !p.own;
   index_close(index, NoLock);
   table_close(table, NoLock);
+  if (unseen) {
+    char label[32];
+    key_label(given_key, label);
+    throw core::Error(core::sqlstate::serialization_failure,
+                      std::string("could not serialize access to idempotency key ") + label +
+                          " due to a concurrent change",
+                      "Another transaction recorded or changed the key's record after this transaction's snapshot "
+                      "was taken (REPEATABLE READ or SERIALIZABLE).",
+                      "Retry the transaction.");
+  }
   return p;
 }
 

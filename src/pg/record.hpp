@@ -1,17 +1,19 @@
 // record.hpp: the idempotency_record table seen from C: where it is, the
-// short per-key lock that orders concurrent begins, and the probe that sees
-// rows other transactions have not committed yet.
+// short per-key lock that orders concurrent begins, the namespace lock that
+// orders begins against administration, and the probe that sees rows other
+// transactions have not committed yet.
 #pragma once
 
 #include "postgres.hpp"
 
 extern "C" {
+#include "storage/itemptr.h"
 #include "storage/lock.h"
 }
 
 namespace idem::pg {
 
-// Registers the relcache hook that forgets the cached table and index OIDs
+// Registers the relcache hook that forgets the cached OIDs and lock secret
 // (called once from _PG_init).
 void register_record_invalidation();
 
@@ -26,16 +28,28 @@ struct Registry {
 };
 Registry registry();
 
-// Takes and releases the per-key lock: a heavyweight lock in the advisory
-// lock space, on a 64-bit hash of (database, namespace, key) and with a
-// field4 that PostgreSQL's own pg_advisory_* functions never use (they use
-// 1 and 2), so it cannot collide with an application's advisory locks. It is
-// held only while one begin probes and inserts, never until commit, so a
-// transaction may begin any number of keys without filling the lock table,
-// and a hash collision costs a wait of microseconds, never a wrong answer.
-// lock_key returns the tag it locked, for unlock_key.
+// Whether the installed schema is 0.5.0's or later: records carry a fence
+// from idem_fence_seq, and lock tags are keyed with the store's secret.
+bool fenced_schema();
+
+// The per-key lock: a heavyweight lock in the advisory lock space whose tag
+// is (database, 64 bits of HMAC-SHA256(secret, namespace and key)) with a
+// field4 that PostgreSQL's own pg_advisory_* functions never use (they use 1
+// and 2), so it cannot collide with an application's advisory locks, and a
+// role that reads pg_locks can neither test a guessed key against it nor
+// craft a key whose lock collides with another's. It is held only while one
+// begin probes and inserts, never until commit, so a transaction may begin
+// any number of keys without filling the lock table. lock_key returns the
+// tag it locked, for unlock_key. (A 0.4 schema has no secret: its tags are
+// unkeyed hashes, as that release made them.)
 LOCKTAG lock_key(const text* ns, const text* key);
 void unlock_key(const LOCKTAG& tag);
+
+// The namespace lock, held until the transaction ends: every begin holds it
+// in ShareLock, and the registry functions that must see every record of
+// the namespace (changing hash_keys, dropping it) take ExclusiveLock, so they
+// wait for the namespace's writers, and for no other namespace's.
+void lock_namespace(const text* ns, LOCKMODE mode);
 
 // What the probe found for one (namespace, key).
 enum class Found { nothing, busy, row };
@@ -52,7 +66,8 @@ struct Probe {
   bool result_null;
   bool error_null;
   bool request_null;       // store_request was off
-  TimestampTz updated_at;  // when the holder began (or took over); see began_known
+  TimestampTz updated_at;  // when the holder claimed the key (or took it over); see began_known
+  TimestampTz expires_at;
   bool began_known;        // false when busy because another transaction is updating or deleting the
                            // row: the version seen is the one before, so its time says nothing
   int32 attempt;           // row: 1, or more after takeovers
@@ -61,9 +76,11 @@ struct Probe {
 
 // Looks the key up through the primary key with a dirty snapshot, which sees
 // rows of transactions still in progress without waiting for them: such a
-// row is "busy" (in flight elsewhere). A committed row, or one this
-// transaction wrote, is returned whatever the isolation level: a key that a
-// concurrent transaction has committed must replay, not be inserted again.
-Probe probe_key(const text* ns, const text* key);
+// row is "busy" (in flight elsewhere). Otherwise the row is committed (or
+// this transaction's own). Under REPEATABLE READ and SERIALIZABLE a
+// committed row that the transaction's snapshot does not see raises 40001,
+// as INSERT ... ON CONFLICT does, and SERIALIZABLE registers the read with
+// predicate locks. given_key names the key in messages.
+Probe probe_key(const text* ns, const text* key, const text* given_key);
 
 }  // namespace idem::pg

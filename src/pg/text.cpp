@@ -24,6 +24,11 @@ text* text_of_utf8(core::Slice s) {
 
 std::string string_of(const text* t) { return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)); }
 
+bool same_bytes(const struct varlena* a, const struct varlena* b) noexcept {
+  return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+         std::memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
 text* namespace_arg(FunctionCallInfo fcinfo, int argno) {
   if (PG_ARGISNULL(argno))
     throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency namespace must not be null",

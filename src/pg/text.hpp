@@ -25,6 +25,9 @@ text* text_of_utf8(core::Slice s);
 // expression that throws, so no std::string outlives a PostgreSQL call.
 std::string string_of(const text* t);
 
+// Whether two varlena values (text, bytea) hold the same bytes.
+bool same_bytes(const struct varlena* a, const struct varlena* b) noexcept;
+
 // Reads argument argno as a namespace and validates it; NULL is an error.
 // Namespaces are ASCII, so the text is the same in every encoding.
 text* namespace_arg(FunctionCallInfo fcinfo, int argno);

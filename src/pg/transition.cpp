@@ -1,11 +1,18 @@
 // transition.cpp: the terminal transitions of an in-progress record:
 // idem_commit, idem_fail_permanent (both kept for replay) and
 // idem_fail_transient (forgotten, so the next begin is fresh).
+#include "postgres.hpp"  // first: PostgreSQL headers need postgres.h before them
+
 #include <algorithm>
 #include <cstring>
 #include <string>
 
+extern "C" {
+#include "access/xact.h"
+}
+
 #include "../core/error.hpp"
+#include "claims.hpp"
 #include "guard.hpp"
 #include "policy.hpp"
 #include "spi.hpp"
@@ -17,74 +24,98 @@ using namespace idem;
 namespace {
 
 // The unfenced statements serve 0.3.0's schema too, which has no attempt
-// column; the fenced ones add one condition to the same SQL.
-#define FINISH_IN_PROGRESS                                                               \
-  "UPDATE idempotency.idempotency_record"                                              \
-  " SET status = $3, result_payload = $4, error_payload = $5, updated_at = pg_catalog.now()" \
-  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"     \
+// column; the fenced ones add one condition to the same SQL. A finished
+// record's updated_at is the clock when it was finished.
+#define FINISH_IN_PROGRESS                                                                    \
+  "UPDATE idempotency.idempotency_record"                                                   \
+  " SET status = $3, result_payload = $4, error_payload = $5,"                               \
+  " updated_at = pg_catalog.clock_timestamp()"                                               \
+  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"      \
   " AND status OPERATOR(pg_catalog.=) 'in_progress'"
 #define FORGET_IN_PROGRESS                                                           \
   "DELETE FROM idempotency.idempotency_record"                                     \
   " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2" \
   " AND status OPERATOR(pg_catalog.=) 'in_progress'"
+#define SELECT_RECORD(COLUMN)                                                     \
+  "SELECT " COLUMN " FROM idempotency.idempotency_record"                        \
+  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
 
-pg::Statement finish_in_progress = {
-    FINISH_IN_PROGRESS,
-    5,
-    {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID},
-    nullptr};
+pg::Statement finish_in_progress = {FINISH_IN_PROGRESS, 5, {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID}, nullptr};
+pg::Statement forget_in_progress = {FORGET_IN_PROGRESS, 2, {TEXTOID, TEXTOID}, nullptr};
 
-// The same two, fenced: only while the record is still the caller's attempt.
-pg::Statement finish_attempt = {
-    FINISH_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $6",
-    6,
-    {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT4OID},
-    nullptr};
+// Fenced by the attempt number (0.4's transitions): only while the record
+// is still at that attempt.
+pg::Statement finish_attempt = {FINISH_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $6",
+                                6,
+                                {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT4OID},
+                                nullptr};
+pg::Statement forget_attempt = {FORGET_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $3",
+                                3,
+                                {TEXTOID, TEXTOID, INT4OID},
+                                nullptr};
 
-pg::Statement forget_attempt = {
-    FORGET_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $3",
-    3,
-    {TEXTOID, TEXTOID, INT4OID},
-    nullptr};
+// Fenced by the fence (0.5): only while the record is still the claim that
+// drew it. Fences never repeat, so neither a takeover nor a record begun
+// again after it was forgotten or purged can be finished with an old one.
+pg::Statement finish_fence = {FINISH_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $6",
+                              6,
+                              {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT8OID},
+                              nullptr};
+pg::Statement forget_fence = {FORGET_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $3",
+                              3,
+                              {TEXTOID, TEXTOID, INT8OID},
+                              nullptr};
 
-pg::Statement forget_in_progress = {
-    FORGET_IN_PROGRESS,
-    2,
-    {TEXTOID, TEXTOID},
-    nullptr};
+// Why nothing matched: the record as the transaction's snapshot sees it,
+// and as the latest snapshot does (they differ when another transaction
+// changed it after a REPEATABLE READ or SERIALIZABLE snapshot was taken).
+pg::Statement current_status = {SELECT_RECORD("status"), 2, {TEXTOID, TEXTOID}, nullptr};
+pg::Statement latest_status = {SELECT_RECORD("status"), 2, {TEXTOID, TEXTOID}, nullptr, true};
+pg::Statement current_attempt = {SELECT_RECORD("attempt"), 2, {TEXTOID, TEXTOID}, nullptr};
+pg::Statement current_fence = {SELECT_RECORD("attempt, fence"), 2, {TEXTOID, TEXTOID}, nullptr};
 
-pg::Statement current_status = {
-    "SELECT status FROM idempotency.idempotency_record"
-    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2",
-    2,
-    {TEXTOID, TEXTOID},
-    nullptr};
+// Fences are drawn from idem_fence_seq, which starts here: a smaller value
+// (an attempt number passed where the fence belongs) is refused as such.
+constexpr int64 first_fence = INT64CONST(4294967296);
 
-// The attempt an in_progress record is at (0.4.0's schema: only fenced
-// calls ask).
-pg::Statement current_attempt = {
-    "SELECT attempt FROM idempotency.idempotency_record"
-    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2",
-    2,
-    {TEXTOID, TEXTOID},
-    nullptr};
+// What a transition was given to prove the record is still its caller's.
+struct Proof {
+  enum Kind { none, attempt, fence } kind;
+  int64 value;
+};
 
-// The attempt argument (argno) of a fenced call, or 0 when there is none:
-// the 0.3.0 definitions have no such argument, and NULL means unfenced.
-int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
-  if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return 0;
+// The proof argument (argno): a fence for the 0.5 entry points, an attempt
+// number for the 0.4 ones (which 0.3.0 declares without the argument).
+// NULL means unfenced.
+Proof proof_arg(FunctionCallInfo fcinfo, int argno, bool fence) {
+  if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return {Proof::none, 0};
+  if (fence) {
+    const int64 value = PG_GETARG_INT64(argno);
+    if (value < first_fence)
+      throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency fence",
+                        "fence is the value idem_begin answered with fresh (its fence column), or NULL, not " +
+                            std::to_string(value) + ".",
+                        value >= 1 ? "An attempt number is not a fence; pass the outcome's fence." : "");
+    return {Proof::fence, value};
+  }
   const int32 attempt = PG_GETARG_INT32(argno);
   if (attempt < 1)
     throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency attempt",
                       "attempt is the positive number idem_begin answered with fresh, or NULL, not " +
                           std::to_string(attempt) + ".");
-  return attempt;
+  return {Proof::attempt, attempt};
 }
 
-// Called when no in_progress row matched: says why, with SQLSTATE 55000.
-// Every PostgreSQL call comes first; strings are built only to throw.
-// given_key is the caller's key, named in the message only by key_label.
-[[noreturn]] void not_in_progress(text* ns, text* key, const text* given_key, const char* action, int32 attempt) {
+// The proof as its statement's last parameter (int4 or int8).
+Datum proof_datum(const Proof& proof) {
+  return proof.kind == Proof::attempt ? Int32GetDatum(static_cast<int32>(proof.value)) : Int64GetDatum(proof.value);
+}
+
+// Called when no in_progress row matched: says why, with SQLSTATE 55000, or
+// 40001 when the record changed after the transaction's snapshot. Every
+// PostgreSQL call comes first; strings are built only to throw. given_key is
+// the caller's key, named in the message only by key_label.
+[[noreturn]] void not_in_progress(text* ns, text* key, const text* given_key, const char* action, Proof proof) {
   char label[32];
   pg::key_label(given_key, label);
   const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
@@ -92,28 +123,60 @@ int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
   bool none = true;
   pg::execute(current_status, values, "  ", &status, &none);
   const text* status_text = none ? nullptr : DatumGetTextPP(status);
+  if (IsolationUsesXactSnapshot()) {
+    Datum latest;
+    bool latest_none = true;
+    pg::execute(latest_status, values, "  ", &latest, &latest_none);
+    if (latest_none != none || (!none && !pg::same_bytes(status_text, DatumGetTextPP(latest))))
+      throw core::Error(core::sqlstate::serialization_failure,
+                        std::string("could not serialize access to idempotency key ") + label +
+                            " due to a concurrent change",
+                        "Another transaction recorded or changed the key's record after this transaction's "
+                        "snapshot was taken (REPEATABLE READ or SERIALIZABLE).",
+                        "Retry the transaction.");
+  }
   if (none)
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " an idempotency record that is not in progress",
                       "No record exists for key " + std::string(label) + " in namespace \"" + pg::string_of(ns) +
                           "\" (or it belongs to a transaction that has not committed); "
                           "idem_begin must answer fresh first.");
-  if (attempt > 0 && pg::string_of(status_text) == "in_progress") {
+  if (proof.kind == Proof::fence && pg::string_of(status_text) == "in_progress") {
+    Datum row[2];
+    bool unknown[2] = {true, true};
+    pg::execute(current_fence, values, "  ", row, unknown);
+    const int32 holder = unknown[0] ? 0 : DatumGetInt32(row[0]);
+    if (!unknown[1] && DatumGetInt64(row[1]) > proof.value)
+      throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                        std::string("cannot ") + action + " an idempotency record held by a later claim",
+                        "The record for key " + std::string(label) + " is in progress under attempt " +
+                            std::to_string(holder) +
+                            ", claimed after the fence given was drawn: that fence's claim is over (its lease ran out and a later begin took the "
+                            "record over, or the record was forgotten or purged and begun again), or it is not this "
+                            "key's. Only the claim holding the record may finish it.");
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot ") + action + " an idempotency record under a fence no begin answered",
+                      "The record for key " + std::string(label) + " is in progress under attempt " +
+                          std::to_string(holder) +
+                          "; no begin has answered the fence given for it. Pass the fence that idem_begin answered "
+                          "with fresh.");
+  }
+  if (proof.kind == Proof::attempt && pg::string_of(status_text) == "in_progress") {
     Datum current;
     bool unknown = true;
     pg::execute(current_attempt, values, "  ", &current, &unknown);
     const int32 holder = unknown ? 0 : DatumGetInt32(current);
-    if (holder > attempt)
+    if (holder > proof.value)
       throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                         std::string("cannot ") + action + " an idempotency record taken over by another attempt",
                         "The record for key " + std::string(label) + " is in progress under attempt " +
-                            std::to_string(holder) + ", not " + std::to_string(attempt) +
+                            std::to_string(holder) + ", not " + std::to_string(proof.value) +
                             ": that attempt outlived the namespace's in_progress_lease and a later begin took the "
                             "record over. Only the attempt holding the record may finish it.");
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " an idempotency record under an attempt it has not reached",
                       "The record for key " + std::string(label) + " is in progress under attempt " +
-                          std::to_string(holder) + "; no begin has answered attempt " + std::to_string(attempt) +
+                          std::to_string(holder) + "; no begin has answered attempt " + std::to_string(proof.value) +
                           ". Pass the attempt that idem_begin answered with fresh.");
   }
   throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
@@ -163,13 +226,13 @@ void check_error_payload(Jsonb* error) {
 }
 
 // Moves the in_progress row to committed (with the result) or failed (with
-// the error payload).
-void finish(FunctionCallInfo fcinfo, bool committing) {
+// the error payload). fence: the 0.5 entry point (a fence argument).
+void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   const char* status = committing ? "committed" : "failed";
   Jsonb* payload = pg::payload_arg(fcinfo, 2, committing ? "result" : "error");
-  const int32 attempt = attempt_arg(fcinfo, 3);
+  const Proof proof = proof_arg(fcinfo, 3, fence);
   const pg::Policy policy = pg::authorize(ns);
   pg::check_payload_size(payload, committing ? "result" : "error", ns, policy);
   if (!committing) check_error_payload(payload);
@@ -177,41 +240,70 @@ void finish(FunctionCallInfo fcinfo, bool committing) {
                          committing ? "commit" : "fail");
   text* key = pg::stored_key(given_key, policy);
   const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),     CStringGetTextDatum(status),
-                           PointerGetDatum(payload), PointerGetDatum(payload), Int32GetDatum(attempt)};
+                           PointerGetDatum(payload), PointerGetDatum(payload), proof_datum(proof)};
   const char* nulls = committing ? "    n " : "   n  ";
-  if (pg::execute(attempt > 0 ? finish_attempt : finish_in_progress, values, nulls) == 0)
-    not_in_progress(ns, key, given_key, committing ? "commit" : "fail", attempt);
+  const uint64 done = pg::execute(proof.kind == Proof::fence     ? finish_fence
+                                  : proof.kind == Proof::attempt ? finish_attempt
+                                                                 : finish_in_progress,
+                                  values, nulls);
+  if (done == 0) not_in_progress(ns, key, given_key, committing ? "commit" : "fail", proof);
+  pg::finish(ns, key);
   pg::count(committing ? pg::commits : pg::permanent_failures);
+}
+
+// Deletes the in-progress row so the next begin is fresh; never touches a
+// committed or failed row.
+void forget(FunctionCallInfo fcinfo, bool fence) {
+  text* ns = pg::namespace_arg(fcinfo, 0);
+  text* given_key = pg::key_arg(fcinfo, 1);
+  const Proof proof = proof_arg(fcinfo, 2, fence);
+  const pg::Policy policy = pg::authorize(ns);
+  pg::require_read_write(given_key, "idem_fail_transient", "fail");
+  text* key = pg::stored_key(given_key, policy);
+  const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), proof_datum(proof)};
+  const uint64 done = pg::execute(proof.kind == Proof::fence     ? forget_fence
+                                  : proof.kind == Proof::attempt ? forget_attempt
+                                                                 : forget_in_progress,
+                                  values, "   ");
+  if (done == 0) not_in_progress(ns, key, given_key, "fail", proof);
+  pg::finish(ns, key);
+  pg::count(pg::transient_failures);
 }
 
 }  // namespace
 
+// The 0.5.0 entry points take a fence (bigint); the 0.2.0 to 0.4.1
+// definitions, which a schema not yet updated still has, take an attempt
+// number (integer) or nothing.
+
 // Records the result of the caller's in-progress operation; every later
 // begin with the same request replays it (prior_result).
+IDEM_FUNCTION(idem_commit_0_5) {
+  finish(fcinfo, true, true);
+  PG_RETURN_VOID();
+}
 IDEM_FUNCTION(idem_commit) {
-  finish(fcinfo, true);
+  finish(fcinfo, true, false);
   PG_RETURN_VOID();
 }
 
 // Records a permanent error; every later begin with the same request
 // replays it (prior_error).
+IDEM_FUNCTION(idem_fail_permanent_0_5) {
+  finish(fcinfo, false, true);
+  PG_RETURN_VOID();
+}
 IDEM_FUNCTION(idem_fail_permanent) {
-  finish(fcinfo, false);
+  finish(fcinfo, false, false);
   PG_RETURN_VOID();
 }
 
-// Deletes the in-progress row so the next begin is fresh; never touches a
-// committed or failed row.
+// Forgets the in-progress operation so that the next begin is fresh.
+IDEM_FUNCTION(idem_fail_transient_0_5) {
+  forget(fcinfo, true);
+  PG_RETURN_VOID();
+}
 IDEM_FUNCTION(idem_fail_transient) {
-  text* ns = pg::namespace_arg(fcinfo, 0);
-  text* given_key = pg::key_arg(fcinfo, 1);
-  const int32 attempt = attempt_arg(fcinfo, 2);
-  const pg::Policy policy = pg::authorize(ns);
-  pg::require_read_write(given_key, "idem_fail_transient", "fail");
-  text* key = pg::stored_key(given_key, policy);
-  const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), Int32GetDatum(attempt)};
-  if (pg::execute(attempt > 0 ? forget_attempt : forget_in_progress, values, "   ") == 0)
-    not_in_progress(ns, key, given_key, "fail", attempt);
-  pg::count(pg::transient_failures);
+  forget(fcinfo, false);
   PG_RETURN_VOID();
 }

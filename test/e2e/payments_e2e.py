@@ -8,9 +8,11 @@ duplicate can arrive while the first request is in flight, and checks every
 promise of the Idempotency-Key pattern with real requests: a retry replays
 the same status and body with Idempotency-Replayed: true; two concurrent
 duplicates give one 201 and one 409; the same key with another body gives
-422; a missing or invalid key gives 400; a refused payment replays its 422;
-after a transient failure (503) the retry succeeds; and the payments table
-holds exactly one row per key that succeeded. Prints TAP."""
+422; a missing or invalid key gives 400, with the service's documentation
+link; a refused payment replays its 422; after a transient failure (503)
+the retry succeeds; a key sent quoted (as the IETF draft specifies the
+field) and bare is one key; and the payments table holds exactly one row per
+key that succeeded. Prints TAP."""
 import json
 import os
 import socket
@@ -117,6 +119,12 @@ def run(port):
     # Missing and invalid keys: 400, nothing recorded.
     s, h, b = post(port, pay)
     ok(s == 400 and b.get("code") == "MISSING_IDEMPOTENCY_KEY", "no header: 400 MISSING_IDEMPOTENCY_KEY", (s, b))
+    ok(b.get("type") == "https://example.com/docs/idempotency"
+       and h.get("Link") == '<https://example.com/docs/idempotency>; rel="describedby"',
+       "the 400 names the service's documentation as its type and in a Link header", (h, b))
+    s, h, b = post(port, pay, '"key-unterminated')
+    ok(s == 400 and b.get("code") == "INVALID_IDEMPOTENCY_KEY" and "closing double quote" in b.get("detail", ""),
+       "a quoted key without its closing quote: 400 saying so", (s, b))
     s, h, b = post(port, pay, "   ")
     ok(s == 400 and b.get("code") == "INVALID_IDEMPOTENCY_KEY", "blank header: 400 INVALID_IDEMPOTENCY_KEY", (s, b))
     s, h, b = post(port, pay, "k" * 256)
@@ -138,11 +146,19 @@ def run(port):
     ok(s1 == 503, "provider timeout: 503", (s1, b1))
     ok(s2 == 201 and "Idempotency-Replayed" not in h2, "the retry after a transient failure is fresh: 201", (s2, h2))
 
+    # The draft's form of the field, a quoted string, and the bare form that
+    # Stripe-style clients send: one key, so one payment.
+    s1, h1, b1 = post(port, pay, '"8e03978e-40d5-43e8-bc93-6894a57f9324"')
+    s2, h2, b2 = post(port, pay, "8e03978e-40d5-43e8-bc93-6894a57f9324")
+    ok(s1 == 201 and s2 == 201 and b2 == b1 and h2.get("Idempotency-Replayed") == "true",
+       "a quoted key and its bare form are one key: the second replays the first", (s1, s2, h2))
+
     # Exactly one payment per key that succeeded, none for the others.
     with psycopg.connect(f"dbname={DB}") as c:
         rows = c.execute("SELECT idempotency_key, count(*) FROM payments GROUP BY 1 ORDER BY 1").fetchall()
         stuck = c.execute("SELECT count(*) FROM idempotency.idempotency_record WHERE status = 'in_progress'").fetchone()[0]
-    ok(rows == [("key-flaky", 1), ("key-race", 1), ("key-retry", 1)], "one payment row per successful key", rows)
+    ok(rows == [("8e03978e-40d5-43e8-bc93-6894a57f9324", 1), ("key-flaky", 1), ("key-race", 1), ("key-retry", 1)],
+       "one payment row per successful key", rows)
     ok(stuck == 0, "no in_progress record left behind", stuck)
 
 

@@ -1,37 +1,47 @@
 -- namespace_lease: the in_progress lease from the caller's side. Records
--- that another session committed in progress (the asynchronous pattern)
--- are made through dblink and aged there. No lease (the default) never takes
--- one over; the GUC gives unregistered namespaces a lease and a namespace's
--- own setting (0 included) overrides it; a taken-over record is attempt 2
--- and can be finished; this transaction's own record is never taken over.
+-- that another session committed in progress (the asynchronous pattern
+-- under a lease, or a claim an older release let an autocommit caller
+-- commit) are written through dblink and aged there. No lease (the default)
+-- takes one over only once its replay window has passed; the GUC gives
+-- unregistered namespaces a lease and a namespace's own setting (0
+-- included) overrides it; a taken-over record is attempt 2 and can be
+-- finished; this transaction's own record is never taken over; the lease
+-- runs from when the key was claimed, not from when its transaction began;
+-- purging never deletes a record whose lease still runs.
 BEGIN;
 SET search_path = idempotency, public;
-SELECT plan(11);
+SELECT plan(16);
 
 SELECT dblink_connect('other', format('host=%s port=%s dbname=%s user=%s',
          split_part(current_setting('unix_socket_directories'), ',', 1),
          current_setting('port'), current_database(), current_user));
--- Begins key k of namespace ns in the other session, committed, and ages it.
-CREATE FUNCTION pg_temp.abandoned(ns text, k text, age interval) RETURNS void LANGUAGE sql AS $$
+-- Leaves key k of namespace ns in progress, committed, claimed age ago and
+-- expiring in expires (from now).
+CREATE FUNCTION pg_temp.abandoned(ns text, k text, age interval, expires interval DEFAULT '1 day') RETURNS void
+LANGUAGE sql AS $$
     SELECT dblink_exec('other', format(
-        $f$SELECT idempotency.idem_begin(%L, %L, '{"job": 1}');
-           UPDATE idempotency.idempotency_record SET updated_at = now() - %L::interval
-           WHERE namespace = %L AND key_value = %L$f$, ns, k, age, ns, k));
+        $f$INSERT INTO idempotency.idempotency_record
+               (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at)
+           VALUES (%L, %L, 'in_progress', idempotency.idem_request_hash('{"job": 1}'), '{"job": 1}',
+                   now() - %L::interval, now() - %L::interval, now() + %L::interval)$f$, ns, k, age, age, expires));
 $$;
 SELECT pg_temp.abandoned('lease-none', 'k', '10 days');
+SELECT pg_temp.abandoned('lease-none', 'expired', '10 days', '-1 second');
 SELECT pg_temp.abandoned('lease-guc', 'k', '10 minutes');
 SELECT pg_temp.abandoned('lease-zero', 'k', '10 minutes');
 SELECT pg_temp.abandoned('lease-own', 'k', '10 minutes');
 
 SELECT is((SELECT kind::text || ' ' || (age > interval '9 days')::text FROM idem_begin('lease-none', 'k', '{"job": 1}')),
           'in_flight true', 'no lease: ten days old and still in flight, with its age');
+SELECT is((SELECT kind::text || ' ' || attempt FROM idem_begin('lease-none', 'expired', '{"job": 1}')),
+          'fresh 2', 'no lease, but past its replay window: taken over as attempt 2, never in flight for ever');
 
 SET LOCAL idempotency.in_progress_lease = '5min';
 SELECT is((SELECT kind::text || ' ' || attempt FROM idem_begin('lease-guc', 'k', '{"job": 1}')),
           'fresh 2', 'the GUC lease: an unregistered namespace''s record is taken over as attempt 2');
 SELECT is((SELECT attempt FROM idempotency_record WHERE namespace = 'lease-guc'), 2, '  the record says attempt 2');
 SELECT ok((SELECT updated_at BETWEEN now() AND clock_timestamp() FROM idempotency_record WHERE namespace = 'lease-guc'),
-          '  and began at the taking statement''s time');
+          '  and was claimed at the taking call''s time');
 SELECT lives_ok($$SELECT idem_commit('lease-guc', 'k', '{"done": true}')$$, '  the taker commits the outcome');
 SELECT is((SELECT kind::text FROM idem_begin('lease-guc', 'k', '{"job": 1}')), 'prior_result', '  which then replays');
 SELECT is((SELECT kind::text FROM idem_begin('lease-guc', 'k', '{"job": 2}')), 'mismatch',
@@ -39,7 +49,7 @@ SELECT is((SELECT kind::text FROM idem_begin('lease-guc', 'k', '{"job": 2}')), '
 
 SELECT idem_namespace_configure('lease-zero', in_progress_lease => '0');
 SELECT is((SELECT kind::text FROM idem_begin('lease-zero', 'k', '{"job": 1}')), 'in_flight',
-          'a namespace lease of 0 overrides the GUC: never taken over');
+          'a namespace lease of 0 overrides the GUC: never taken over before its window ends');
 
 -- This transaction's own record: past the lease, still in flight (taking it
 -- over would run the work twice in one transaction).
@@ -49,6 +59,29 @@ SELECT is((SELECT kind::text FROM idem_begin('lease-own', 'k', '{"job": 1}')), '
           'its own record, past the lease, is not taken over again');
 SELECT is((SELECT attempt FROM idempotency_record WHERE namespace = 'lease-own'), 2, '  and stays attempt 2');
 
+-- The lease runs from the claim: a transaction that waited longer than the
+-- lease before claiming holds a whole lease once it commits, and a retry
+-- right after is in flight, not a takeover.
+SELECT * FROM dblink('other', $$SELECT namespace FROM idempotency.idem_namespace_configure('lease-late', in_progress_lease => '1 second')$$) AS t(ns text);
+SELECT dblink_exec('other', 'BEGIN');
+SELECT * FROM dblink('other', 'SELECT pg_sleep(1.2)::text') AS t(slept text);
+SELECT is((SELECT kind FROM dblink('other', $$SELECT kind::text FROM idempotency.idem_begin('lease-late', 'k', '{"job": 1}')$$)
+           AS t(kind text)), 'fresh', 'a late claim is fresh');
+SELECT dblink_exec('other', 'COMMIT');
+SELECT is((SELECT kind::text || ' ' || (age < interval '1 second')::text FROM idem_begin('lease-late', 'k', '{"job": 1}')),
+          'in_flight true', '  and a retry at once finds it in flight, claimed under a second ago');
+
+-- Purging: a record past its replay window whose lease still runs stays (its
+-- worker may yet finish it); one whose lease ran out goes.
+SELECT * FROM dblink('other', $$SELECT namespace FROM idempotency.idem_namespace_configure('lease-purge', in_progress_lease => '1 hour')$$) AS t(ns text);
+SELECT pg_temp.abandoned('lease-purge', 'running', '10 minutes', '-1 second');
+SELECT pg_temp.abandoned('lease-purge', 'ran-out', '2 hours', '-1 second');
+SELECT is((SELECT n FROM dblink('other', $$SELECT idempotency.idem_purge()$$) AS t(n bigint)), 1::bigint,
+          'purge deletes the record whose lease ran out');
+SELECT is((SELECT k FROM dblink('other', $$SELECT key_value FROM idempotency.idempotency_record WHERE namespace = 'lease-purge'$$)
+           AS t(k text)), 'running', '  and keeps the one whose lease still runs');
+
+SELECT dblink_exec('other', $$DELETE FROM idempotency.idem_namespace_config WHERE namespace LIKE 'lease-%'$$);
 SELECT dblink_disconnect('other');
 SELECT * FROM finish();
 ROLLBACK;

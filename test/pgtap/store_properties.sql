@@ -4,16 +4,64 @@
 -- finish, and use from PL/pgSQL (DO blocks and functions).
 BEGIN;
 SET search_path = idempotency, public;
-SELECT plan(7);
+SELECT plan(12);
 
 -- 100,000 distinct keys in one transaction: all fresh, and no lock is left
--- behind per key (the per-key lock lasts one call), so the lock table is safe.
+-- behind per key (the per-key lock lasts one call), so the lock table is
+-- safe; the transaction holds one namespace lock (until it ends).
 SELECT is((SELECT count(*) FROM generate_series(1, 100000) i,
                   LATERAL idem_begin('batch', 'key-' || i, jsonb_build_object('i', i)) o
            WHERE o.kind = 'fresh'),
           100000::bigint, 'one transaction begins 100,000 distinct keys, all fresh');
-SELECT is((SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()),
+SELECT is((SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 18756),
           0::bigint, 'and holds no per-key lock afterwards');
+SELECT is((SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 18766),
+          1::bigint, 'and one lock on the namespace');
+
+-- ... and commits them, once each is finished: 100,000 claims, a quarter
+-- of them in subtransactions that roll back (which release them), the
+-- rest committed. One claim left unfinished fails the COMMIT and leaves
+-- nothing. (In another session: this file's transaction never commits.)
+SELECT dblink_connect('batch', format('host=%s port=%s dbname=%s user=%s',
+         split_part(current_setting('unix_socket_directories'), ',', 1),
+         current_setting('port'), current_database(), current_user));
+CREATE FUNCTION pg_temp.batch(keys integer, unfinished integer) RETURNS text LANGUAGE sql AS $fn$
+    SELECT dblink_exec('batch', 'BEGIN');
+    SELECT dblink_exec('batch', format($b$
+        DO $do$
+        DECLARE k text;
+        BEGIN
+            FOR i IN 1..%s LOOP
+                k := 'key-' || i;
+                IF i %% 4 = 0 THEN
+                    BEGIN
+                        PERFORM idempotency.idem_begin('batch-commit', k, '{}');
+                        RAISE EXCEPTION 'undone';
+                    EXCEPTION WHEN raise_exception THEN
+                        NULL;
+                    END;
+                ELSE
+                    PERFORM idempotency.idem_begin('batch-commit', k, '{}');
+                    IF i <> %s THEN
+                        PERFORM idempotency.idem_commit('batch-commit', k, '{}');
+                    END IF;
+                END IF;
+            END LOOP;
+        END;
+        $do$$b$, keys, unfinished));
+    SELECT dblink_exec('batch', 'COMMIT');
+$fn$;
+SELECT lives_ok($$SELECT pg_temp.batch(100000, 0)$$, 'a transaction claims 100,000 keys, finishes 75,000 and commits');
+SELECT is((SELECT count(*) FROM dblink('batch', $q$SELECT 1 FROM idempotency.idempotency_record
+                                                 WHERE namespace = 'batch-commit' AND status = 'committed'$q$) AS t(one int)),
+          75000::bigint, '  the 75,000 are committed, the rolled-back quarter left nothing');
+SELECT dblink_exec('batch', $q$DELETE FROM idempotency.idempotency_record WHERE namespace = 'batch-commit'$q$);
+SELECT throws_ok($$SELECT pg_temp.batch(1000, 777)$$, '25000', NULL,
+                 'with one of them unfinished the COMMIT fails');
+SELECT is((SELECT n FROM dblink('batch', $q$SELECT count(*) FROM idempotency.idempotency_record
+                                           WHERE namespace = 'batch-commit'$q$) AS t(n bigint)),
+          0::bigint, '  and leaves nothing');
+SELECT dblink_disconnect('batch');
 
 -- This transaction holds 'held' in flight; another session waits at most
 -- idempotency.in_flight_wait for it and then answers in_flight.

@@ -29,7 +29,10 @@ $node->safe_psql('postgres', q{
 	SELECT 'cron', 'expired-' || i, 'committed', sha256(i::text::bytea), '{}', '{"ok": true}', NULL,
 	       now() - interval '2 days', now() - interval '2 days', now() - interval '1 day'
 	FROM generate_series(1, 2500) i;
+	BEGIN;
 	SELECT idempotency.idem_begin('cron', 'live-' || i, '{}') FROM generate_series(1, 10) i;
+	SELECT idempotency.idem_commit('cron', 'live-' || i, '{}') FROM generate_series(1, 10) i;
+	COMMIT;
 });
 
 # The recipe, verbatim:
@@ -46,8 +49,12 @@ $node->safe_psql('postgres', q{
 	SELECT cron.alter_job(jobid, schedule => '* * * * *', command => 'CALL idempotency.idem_purge_batches(1000)')
 	FROM cron.job WHERE jobname = 'idempotency-purge';
 });
+# (An expired in_progress record as an older release let an autocommit
+# caller leave it; this one's begin would refuse to commit the claim.)
 $node->safe_psql('postgres', q{
-	SELECT idempotency.idem_begin('cron', 'held', '{}', interval '1 microsecond');
+	INSERT INTO idempotency.idempotency_record
+	VALUES ('cron', 'held', 'in_progress', sha256('held'), '{}', NULL, NULL,
+	        now() - interval '2 days', now() - interval '2 days', now() - interval '1 day');
 });
 my $holder = $node->background_psql('postgres');
 $holder->query_safe(q{

@@ -71,15 +71,22 @@ is(counters(), '5|1|2|1|1|3|1|1|1|1',
 	'in_flight counted for the caller that did not wait; the wait counted, then the replay the waiter got');
 
 # Reset, then counting off for a session.
-$node->safe_psql('postgres', 'SELECT idempotency.idem_stats_reset()');
+# (In a parallel worker: the reset is PARALLEL SAFE, and must work there.)
+$node->safe_psql('postgres', q{
+	SET parallel_setup_cost = 0;
+	SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+	                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', false);
+	SELECT idempotency.idem_stats_reset();});
 is(counters(), '0|0|0|0|0|0|0|0|0|0', 'reset zeroes every counter');
 ok($node->safe_psql('postgres', 'SELECT stats_reset > now() - interval \'1 minute\' FROM idempotency.idem_stats') eq 't',
 	'stats_reset moves to the reset');
 $node->safe_psql('postgres', q{
 	SET idempotency.track_counters = off;
-	SELECT idempotency.idem_begin('n', 'quiet', '{}');});
+	BEGIN;
+	SELECT idempotency.idem_begin('n', 'quiet', '{}');
+	ROLLBACK;});
 is(counters(), '0|0|0|0|0|0|0|0|0|0', 'track_counters = off counts nothing');
-$node->safe_psql('postgres', q{SELECT idempotency.idem_begin('n', 'loud', '{}')});
+$node->safe_psql('postgres', q{BEGIN; SELECT idempotency.idem_begin('n', 'loud', '{}'); ROLLBACK;});
 is(counters(), '1|0|0|0|0|0|0|0|0|0', 'other sessions still count');
 
 # A non-superuser cannot turn counting off for itself or reset the counters.

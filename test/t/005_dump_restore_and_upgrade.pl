@@ -1,9 +1,11 @@
 # 005_dump_restore_and_upgrade.pl: the records outlive the two things an
 # operator does to a database besides running it. ALTER EXTENSION UPDATE
 # from every released version keeps every row, column for column, and the
-# 0.4.0 API replays them; pg_dump and pg_restore (custom and plain format)
-# keep every record, namespace setting and grant byte for byte, and the
-# restored store answers and enforces its grants as the original did.
+# current API replays them; pg_dump and pg_restore (custom and plain format)
+# keep every record, namespace setting, grant and fence byte for byte, and
+# the restored store answers and enforces its grants as the original did.
+# An update under open sessions: statements they prepared with explicit
+# columns keep working, SELECT * fails once (docs/operations.md says so).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -14,7 +16,7 @@ my $node = PostgreSQL::Test::Cluster->new('durability');
 $node->init(extra => ['--encoding=UTF8', '--locale=C']);
 $node->start;
 
-# The release this build installs (0.4.0 and later share the API used here).
+# The release this build installs.
 my $current = $node->safe_psql('postgres',
 	q{SELECT default_version FROM pg_available_extensions WHERE name = 'idempotency'});
 
@@ -43,12 +45,22 @@ sub record_rows
 my $multibyte_key = q{U&'Gr\00FC\00DFe-\65E5\672C\8A9E-\+01F600'};
 my $longest_key   = q{repeat(U&'\00E9', 127) || repeat('k', 128)};
 
-# A store filled through the API of 0.2.0 and 0.3.0 (the same store
+# A store filled through the API of 0.2.0 to 0.4.1 (the same store
 # functions: idem_commit, idem_fail_permanent, idem_fail_transient without
-# an attempt, the typed wrappers): committed records with results, one of
+# a fence, the typed wrappers): committed records with results, one of
 # them stored out of line (TOAST), permanently failed ones with error
 # payloads, an in_progress record whose transaction committed, a forgotten
 # (transiently failed) attempt, five namespaces and 300 generated records.
+# Those releases let an autocommit caller commit a claim; this library
+# refuses to, so the in_progress records are written as they left them.
+sub abandoned
+{
+	my ($ns, $key, $request) = @_;
+	return qq{INSERT INTO idempotency.idempotency_record
+		(namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at)
+		VALUES ($ns, $key, 'in_progress', idempotency.idem_request_hash($request), $request,
+		        now(), now(), now() + interval '1 day')};
+}
 my $populate_v2 = qq{
 	SET search_path = idempotency, public;
 	BEGIN;
@@ -72,7 +84,7 @@ my $populate_v2 = qq{
 	SELECT idem_begin('refunds-v2', 'r-1', '{"refund": 1}');
 	SELECT idem_fail_permanent('refunds-v2', 'r-1', '{"class_tag": "Declined", "message": "card declined"}');
 	COMMIT;
-	SELECT idem_begin('refunds-v2', 'r-2', '{"refund": 2}');
+	@{[ abandoned(q{'refunds-v2'}, q{'r-2'}, q{'{"refund": 2}'}) ]};
 	BEGIN;
 	SELECT idem_begin('refunds-v2', 'r-3', '{"refund": 3}');
 	SELECT idem_fail_transient('refunds-v2', 'r-3');
@@ -84,11 +96,15 @@ my $populate_v2 = qq{
 	DO \$\$
 	BEGIN
 		FOR i IN 1..300 LOOP
+			IF i % 3 = 2 THEN
+				@{[ abandoned(q{'bulk'}, q{'b-' || i}, q{jsonb_build_object('i', i)}) ]};
+				CONTINUE;
+			END IF;
 			PERFORM idempotency.idem_begin('bulk', 'b-' || i, jsonb_build_object('i', i));
 			IF i % 3 = 0 THEN
 				PERFORM idempotency.idem_fail_permanent('bulk', 'b-' || i,
 					jsonb_build_object('class_tag', 'E' || i, 'message', 'failed ' || i));
-			ELSIF i % 3 = 1 THEN
+			ELSE
 				PERFORM idempotency.idem_commit('bulk', 'b-' || i, jsonb_build_object('n', i, 'pad', repeat('x', i)));
 			END IF;
 		END LOOP;
@@ -96,7 +112,7 @@ my $populate_v2 = qq{
 	\$\$;
 };
 
-# The 0.4.0 API over every record that where selects (after an update or a
+# The current API over every record that where selects (after an update or a
 # restore): a committed one replays its stored result, a failed one its
 # stored error, an in_progress one is in flight (its lease, if any, has not
 # run out), and a different request on any of them is a mismatch that
@@ -138,13 +154,15 @@ is($node->safe_psql('v010', q{SELECT extversion FROM pg_extension WHERE extname 
 	"0.1.0 updates to $current");
 is($node->safe_psql('v010', $pure), $pure_010, '0.1.0 keys, fingerprints and canonical text are unchanged by the update');
 is($node->safe_psql('v010', q{
+	BEGIN;
 	SELECT (idempotency.idem_begin('n', 'k', '{"a": 1}')).kind;
 	SELECT idempotency.idem_commit('n', 'k', '{"ok": true}');
+	COMMIT;
 	SELECT o.kind || ' ' || o.result FROM idempotency.idem_begin('n', 'k', '{"a": 1}') o;}),
 	"fresh\n\nprior_result {\"ok\": true}", 'the store the update created records and replays');
 
-# 0.2.0, 0.3.0 and 0.4.0: the same population, the update, then every row checked.
-for my $version ('0.2.0', '0.3.0', '0.4.0')
+# 0.2.0, 0.3.0, 0.4.0 and 0.4.1: the same population, the update, then every row checked.
+for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1')
 {
 	(my $db = "v$version") =~ s/\.//g;
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
@@ -168,7 +186,7 @@ for my $version ('0.2.0', '0.3.0', '0.4.0')
 			SELECT idempotency.idem_begin('legacy', 'l-2', '{"n": 2}');
 			SELECT idempotency.idem_fail_permanent('legacy', 'l-2', '{"class_tag": "Old", "message": "old failure"}');
 			COMMIT;
-			SELECT idempotency.idem_begin('legacy', 'l-3', '{"n": 3}');});
+			} . abandoned(q{'legacy'}, q{'l-3'}, q{'{"n": 3}'}));
 	}
 	my $legacy = $version eq '0.3.0' ? 3 : 0;
 
@@ -195,7 +213,7 @@ for my $version ('0.2.0', '0.3.0', '0.4.0')
 		SELECT count(*) FILTER (WHERE attempt = 1) || ' of ' || count(*) FROM idempotency.idempotency_record}),
 		(307 + $legacy) . ' of ' . (307 + $legacy), "$version: every record is the first attempt");
 
-	# The 0.4.0 API, one record of each kind, then all of them.
+	# The current API, one record of each kind, then all of them.
 	is($node->safe_psql($db, q{
 		SELECT o.kind || ' ' || o.result || ' ' || (o.attempt IS NULL)
 		FROM idempotency.idem_begin('orders', 'o-1', '{"qty": 1, "sku": "A"}') o}),
@@ -228,9 +246,11 @@ for my $version ('0.2.0', '0.3.0', '0.4.0')
 	is(replay_all($db, "r.namespace <> 'legacy'"), '0 wrong of 307',
 		"$version: every record replays its result or error, or is in flight, and is a mismatch for another request");
 	is($node->safe_psql($db, q{
-		SELECT o.kind || ' ' || o.attempt FROM idempotency.idem_begin('refunds-v2', 'r-3', '{"refund": 3}') o;
-		SELECT o.kind || ' ' || o.attempt FROM idempotency.idem_begin('orders', 'o-new', '{}') o;}),
-		"fresh 1\nfresh 1", "$version: the forgotten key and a new key are fresh");
+		BEGIN;
+		SELECT o.kind || ' ' || o.attempt || ' ' || (o.fence > 4294967295) FROM idempotency.idem_begin('refunds-v2', 'r-3', '{"refund": 3}') o;
+		SELECT o.kind || ' ' || o.attempt || ' ' || (o.fence > 4294967295) FROM idempotency.idem_begin('orders', 'o-new', '{}') o;
+		ROLLBACK;}),
+		"fresh 1 true\nfresh 1 true", "$version: the forgotten key and a new key are fresh, with fences");
 
 	if ($version eq '0.3.0')
 	{
@@ -271,6 +291,7 @@ $node->safe_psql('src', q{
 	SELECT idem_grant('orders', 'svc_orders');
 	SELECT idem_grant('secrets', 'svc_orders');
 	SELECT idem_grant('refunds', '"Svc Refunds"');
+	SELECT idem_namespace_configure('bulk', in_progress_lease => '1 day');
 	GRANT USAGE ON SCHEMA idempotency TO outsider;
 	GRANT EXECUTE ON FUNCTION idem_purge(integer, integer) TO svc_orders;});
 
@@ -305,10 +326,13 @@ $node->safe_psql('src', q{
 	SET search_path = idempotency, public;
 	SELECT idem_begin('jobs', 'j-1', '{"job": 1}');
 	SELECT pg_sleep(0.01);
-	BEGIN;
-	SELECT attempt FROM idem_begin('jobs', 'j-1', '{"job": 1}');
-	SELECT idem_commit('jobs', 'j-1', '{"ran": 2}', 2);
-	COMMIT;
+	DO $$
+	DECLARE
+		o idempotency.idem_outcome := idempotency.idem_begin('jobs', 'j-1', '{"job": 1}');
+	BEGIN
+		PERFORM idempotency.idem_commit('jobs', 'j-1', jsonb_build_object('ran', o.attempt), o.fence);
+	END
+	$$;
 	BEGIN;
 	SELECT idem_begin('misc', U&'\65E5\672C-\+01F600', '{}');
 	SELECT idem_commit('misc', U&'\65E5\672C-\+01F600',
@@ -375,7 +399,7 @@ is($node->safe_psql('src', q{
 	                  || ' ' || coalesce(store_request::text, '-') || ' ' || hash_keys || ' '
 	                  || coalesce(max_payload_bytes::text, '-') || ' ' || grantees::text, '; ' ORDER BY namespace)
 	FROM idempotency.idem_namespaces}),
-	'jobs - 00:00:00.001 - false - {}; orders 7 days 00:05:00 true false 65536 {svc_orders}; '
+	'bulk - 1 day - false - {}; jobs - 00:00:00.001 - false - {}; orders 7 days 00:05:00 true false 65536 {svc_orders}; '
 	  . 'refunds - - - false - {"\"Svc Refunds\""}; secrets 2 days 03:00:00 - false true 4096 {svc_orders}',
 	'the source registry has four namespaces with their settings and grants');
 
@@ -401,6 +425,12 @@ sub check_restored
 	is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), $current,
 		"$how: the extension is $current");
 	is_deeply([ privileges($db) ], [ privileges('src') ], "$how: every privilege on the extension's objects is restored");
+	is($node->safe_psql($db, 'SELECT last_value FROM idempotency.idem_fence_seq'),
+		$node->safe_psql('src', 'SELECT last_value FROM idempotency.idem_fence_seq'),
+		"$how: the fence sequence goes on where the source's was, so no fence repeats");
+	isnt($node->safe_psql($db, 'SELECT secret FROM idempotency.idem_lock_secret'),
+		$node->safe_psql('src', 'SELECT secret FROM idempotency.idem_lock_secret'),
+		"$how: the lock secret is not copied: the restored database drew its own");
 	is(replay_all($db, "r.namespace <> 'secrets'"), '0 wrong of 306',
 		"$how: every record outside the hashed-key namespace replays, is in flight or is a mismatch as before");
 
@@ -464,7 +494,7 @@ is($node->safe_psql('v030', q{
 	SELECT (SELECT count(*) FROM idempotency.idempotency_record) || ' '
 	       || (SELECT string_agg(namespace || '=' || grantee::text, ' ' ORDER BY namespace)
 	           FROM idempotency.idem_namespace_grant)}),
-	'312 bulk=app03 legacy=app03 orders=app03 payments=app03 refunds-v2=app03 typed=app03',
+	'310 bulk=app03 legacy=app03 orders=app03 payments=app03 refunds-v2=app03 typed=app03',
 	'the updated 0.3.0 database has its records and the grants its update migrated');
 $node->command_ok(['pg_dump', '-Fc', '-d', 'v030', '-f', "$dir/v030.dump"], 'pg_dump -Fc of the updated database');
 $node->safe_psql('postgres', 'CREATE DATABASE restored_v030');
@@ -480,6 +510,38 @@ is_deeply([ privileges('restored_v030') ], [ privileges('v030') ],
 is(as_role('restored_v030', 'app03', q{
 	SELECT o.kind || ' ' || o.result FROM idempotency.idem_begin('legacy', 'l-1', '{"n": 1}') o}),
 	'prior_result {"legacy": true}', 'updated database: the migrated role replays its record after the restore');
+
+# ---------------------------------------------------------------------------
+# 3. An update while sessions are open
+
+# A pool's session prepared its statements against 0.4.1; the extension is
+# then updated under it. Statements that name their columns are planned
+# again and go on working; SELECT * cannot change its columns under a
+# prepared statement and fails with 0A000 until the session prepares it
+# again. (A session that loaded the previous library would also have to
+# reconnect: docs/operations.md.)
+$node->safe_psql('postgres', 'CREATE DATABASE live');
+$node->safe_psql('live', q{CREATE EXTENSION idempotency VERSION '0.4.1'});
+$node->safe_psql('live', q{
+	BEGIN;
+	SELECT idempotency.idem_begin('n', 'k', '{}');
+	SELECT idempotency.idem_commit('n', 'k', '{"ok": true}');
+	COMMIT;});
+my $pool = $node->background_psql('live', on_error_stop => 0);
+$pool->query_safe(q{
+	PREPARE named_columns AS SELECT kind, result FROM idempotency.idem_begin('n', 'k', '{}');
+	PREPARE star AS SELECT * FROM idempotency.idem_begin('n', 'k', '{}');});
+is($pool->query_safe('EXECUTE named_columns'), 'prior_result|{"ok": true}', 'live: a prepared statement with columns');
+like($pool->query_safe('EXECUTE star'), qr/^prior_result\|\{"ok": true\}\|/, 'live: and one with SELECT *');
+$node->safe_psql('live', 'ALTER EXTENSION idempotency UPDATE');
+is($pool->query_safe('EXECUTE named_columns'), 'prior_result|{"ok": true}',
+	'live: after the update, the statement with columns still works');
+$pool->query('EXECUTE star');
+like($pool->{stderr}, qr/cached plan must not change result type/, 'live: SELECT * fails once the outcome has grown');
+$pool->{stderr} = '';
+$pool->query_safe('DEALLOCATE star; PREPARE star AS SELECT * FROM idempotency.idem_begin(\'n\', \'k\', \'{}\')');
+like($pool->query_safe('EXECUTE star'), qr/^prior_result\|\{"ok": true\}\|/, 'live: and works again once prepared again');
+$pool->quit;
 
 $node->stop;
 done_testing();

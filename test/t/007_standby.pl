@@ -75,6 +75,30 @@ like($err, qr/DETAIL:  The server is a standby in recovery: it replays recorded 
 	'and a detail that says the server is a standby');
 like($err, qr/HINT:  Call idem_begin on the primary\./, 'and a hint that says where to go');
 
+# A key in flight on the primary, waited for on the standby: there the
+# primary's transaction holds no lock to wait on, so the wait polls, and it
+# ends when idempotency.in_flight_wait runs out (in_flight) or when
+# statement_timeout cancels it, never only when the primary commits.
+my $holder = $primary->background_psql('postgres');
+$holder->query_safe(q{BEGIN; SELECT idempotency.idem_begin('n', 'inflight', '{"amount": 60}');});
+$primary->wait_for_catchup($standby);
+my ($timed_out, $waited_out) = (0, '');
+($ret, $out, $err) = $standby->psql('postgres', q{
+	SET idempotency.in_flight_wait = '1s';
+	SELECT kind FROM idempotency.idem_begin('n', 'inflight', '{"amount": 60}');},
+	timeout => 60, timed_out => \$timed_out);
+is($timed_out, 0, 'a bounded wait on the standby returns while the primary still holds the key');
+is($out, 'in_flight', '  and answers in_flight');
+($ret, $out, $err) = $standby->psql('postgres', q{
+	SET idempotency.in_flight_wait = '10min';
+	SET statement_timeout = '500ms';
+	SELECT kind FROM idempotency.idem_begin('n', 'inflight', '{"amount": 60}');},
+	timeout => 60, timed_out => \$timed_out, extra_params => ['-v', 'VERBOSITY=verbose']);
+is($timed_out, 0, 'statement_timeout cancels a long wait on the standby');
+like($err, qr/ERROR:  57014: canceling statement due to statement timeout/, '  with 57014');
+$holder->query_safe(q{ROLLBACK;});
+$holder->quit;
+
 # The transitions and purge need writes too.
 for my $call ("idem_commit('n', 'paid', '{}')", "idem_fail_permanent('n', 'paid', '{\"class_tag\": \"E\", \"message\": \"m\"}')",
 	"idem_fail_transient('n', 'paid')", "idem_purge()")

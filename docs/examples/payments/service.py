@@ -1,8 +1,12 @@
 #!/usr/bin/python3
 """service.py: an example payments service on the idempotency extension.
 
-POST /payments with an Idempotency-Key header and a JSON body
-{"amount": 100, "currency": "EUR", "customer": "c-42"} creates one payment.
+POST /payments with an Idempotency-Key header (quoted, as the IETF draft
+specifies the field, or bare) and a JSON body {"amount": 100, "currency":
+"EUR", "customer": "c-42"} creates one payment. The fingerprinted request is
+the method, the target and the body, so a key reused on another endpoint is
+a mismatch, never a replay of this one's result. Problems (400, 409, 422)
+name the service's documentation as their type and in a Link header.
 Each request runs in one database transaction: check the header
 (idem_http_key), begin the key (idem_begin), and either answer what the
 store already knows (idem_http_response: a replay with
@@ -35,6 +39,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 NAMESPACE = "payments"
+DOCS = "https://example.com/docs/idempotency"
 DSN = os.environ.get("PAYMENTS_DSN", "")
 PROVIDER_DELAY = float(os.environ.get("PAYMENTS_PROVIDER_DELAY_MS", "0")) / 1000.0
 
@@ -84,8 +89,8 @@ def create_payment(conn, header, raw_body):
     """POST /payments in one transaction; returns (status, headers, body)."""
     with conn.transaction():
         key, status, headers, body = conn.execute(
-            "SELECT key, status, headers, body FROM idempotency.idem_http_key(%s, %s)",
-            (NAMESPACE, header)).fetchone()
+            "SELECT key, status, headers, body FROM idempotency.idem_http_key(%s, %s, %s)",
+            (NAMESPACE, header, DOCS)).fetchone()
         if key is None:
             return status, headers, body                      # 400: missing or invalid key
         try:
@@ -96,16 +101,19 @@ def create_payment(conn, header, raw_body):
             problem = conn.execute("SELECT idempotency.idem_http_problem(400, 'INVALID_BODY', %s)",
                                    ("The body must be a JSON object.",)).fetchone()[0]
             return 400, {"Content-Type": "application/problem+json"}, problem
-        kind, status, headers, body = conn.execute(
-            """SELECT o.kind::text, r.status, r.headers, r.body
+        fingerprinted = {"method": "POST", "target": "/payments", "body": request}
+        kind, fence, status, headers, body = conn.execute(
+            """SELECT o.kind::text, o.fence, r.status, r.headers, r.body
                FROM idempotency.idem_begin(%s, %s, %s) o
-               LEFT JOIN LATERAL idempotency.idem_http_response(CASE WHEN o.kind <> 'fresh' THEN o END) r ON true""",
-            (NAMESPACE, key, Jsonb(request))).fetchone()
+               LEFT JOIN LATERAL idempotency.idem_http_response(CASE WHEN o.kind <> 'fresh' THEN o END, 1, %s) r
+               ON true""",
+            (NAMESPACE, key, Jsonb(fingerprinted), DOCS)).fetchone()
         if kind != "fresh":
             return status, headers, body                      # replay, 409 or 422
         error = refusal(request)
         if error:
-            conn.execute("SELECT idempotency.idem_fail_permanent(%s, %s, %s)", (NAMESPACE, key, Jsonb(error)))
+            conn.execute("SELECT idempotency.idem_fail_permanent(%s, %s, %s, %s)",
+                         (NAMESPACE, key, Jsonb(error), fence))
             body = conn.execute("SELECT idempotency.idem_http_problem(422, %s, %s)",
                                 (error["class_tag"], error["message"])).fetchone()[0]
             return 422, {"Content-Type": "application/problem+json"}, body
@@ -116,7 +124,7 @@ def create_payment(conn, header, raw_body):
         response = {"status": 201, "headers": {"Location": f"/payments/{payment_id}"},
                     "body": {"payment_id": payment_id, "amount": request["amount"],
                              "currency": request["currency"], "status": "captured"}}
-        conn.execute("SELECT idempotency.idem_commit(%s, %s, %s)", (NAMESPACE, key, Jsonb(response)))
+        conn.execute("SELECT idempotency.idem_commit(%s, %s, %s, %s)", (NAMESPACE, key, Jsonb(response), fence))
         return 201, response["headers"], response["body"]
 
 

@@ -1,0 +1,1004 @@
+/* idempotency--0.5.0.sql: release 0.5.0, installed directly. An existing
+   installation reaches the same objects through the update scripts
+   (sql/setup.sql compares the two). */
+
+\echo Use "CREATE EXTENSION idempotency" to load this file. \quit
+
+-- The schema must be the installer's own and empty: a schema that another
+-- role created first would let that role drop the store (DROP SCHEMA ...
+-- CASCADE), and objects already in it would sit among the extension's.
+-- (CREATE EXTENSION creates the schema for the installer when it is missing.)
+DO $check$
+DECLARE
+    schema_owner regrole := (SELECT n.nspowner::regrole FROM pg_catalog.pg_namespace n
+                             WHERE n.oid = '@extschema@'::pg_catalog.regnamespace);
+    present text := (SELECT o.name FROM (
+                         SELECT c.relname::text AS name FROM pg_catalog.pg_class c
+                         WHERE c.relnamespace = '@extschema@'::pg_catalog.regnamespace
+                         UNION ALL
+                         SELECT p.proname::text FROM pg_catalog.pg_proc p
+                         WHERE p.pronamespace = '@extschema@'::pg_catalog.regnamespace
+                         UNION ALL
+                         SELECT t.typname::text FROM pg_catalog.pg_type t
+                         WHERE t.typnamespace = '@extschema@'::pg_catalog.regnamespace
+                           AND t.typrelid = 0 AND t.typelem = 0) o
+                     LIMIT 1);
+BEGIN
+    IF schema_owner OPERATOR(pg_catalog.<>) current_user::regrole THEN
+        RAISE EXCEPTION 'schema "@extschema@" is owned by role %, not by %', schema_owner, current_user
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its owner could drop the extension''s objects (DROP SCHEMA ... CASCADE) or change their privileges.',
+                  HINT = 'Drop or rename that schema, or have its owner hand it over (ALTER SCHEMA ... OWNER TO), then run CREATE EXTENSION again.';
+    END IF;
+    IF present IS NOT NULL THEN
+        RAISE EXCEPTION 'schema "@extschema@" is not empty'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = pg_catalog.format('It already holds "%s" (and maybe more); the extension needs a schema of its own.', present),
+                  HINT = 'Drop or rename that schema, then run CREATE EXTENSION again.';
+    END IF;
+END;
+$check$;
+
+-- Keys and fingerprints --------------------------------------------------------
+
+-- Volatility, for every function below:
+--   IMMUTABLE      the result depends only on the arguments (and the database
+--                  encoding, fixed for a database's lifetime), never on
+--                  tables, settings or time, so the planner may fold calls on
+--                  constants and the result may sit in an index expression.
+--   PARALLEL SAFE  no shared state, no writes, nothing session-local.
+--   STRICT         only where NULL in must mean NULL out. idem_mint and
+--                  idem_parse are not STRICT: a NULL namespace (or NULL parts)
+--                  is a caller's bug and raises an error, which STRICT would
+--                  hide behind a NULL result.
+
+CREATE FUNCTION idem_mint(namespace text, parts text[])
+RETURNS text
+AS 'MODULE_PATHNAME', 'idem_mint'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_mint(text, text[]) IS
+'Deterministic idempotency key: lowercase hex SHA-256 over the length-prefixed UTF-8 parts';
+
+CREATE FUNCTION idem_parse(namespace text, raw text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idem_parse'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_parse(text, text) IS
+'Validates a caller-supplied idempotency key and returns it trimmed; NULL in, NULL out';
+
+CREATE FUNCTION idem_canonical(payload jsonb)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idem_canonical'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_canonical(jsonb) IS
+'Canonical JSON text of a value: object keys in code-point order, no whitespace';
+
+CREATE FUNCTION idem_request_hash(payload jsonb)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'idem_request_hash'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_request_hash(jsonb) IS
+'Request fingerprint: SHA-256 of the UTF-8 canonical JSON of a value';
+
+-- The store ------------------------------------------------------------------
+
+-- What idem_begin answers (the seed's IdempotencyOutcome variants).
+CREATE TYPE idem_kind AS ENUM ('fresh', 'in_flight', 'prior_result', 'prior_error', 'mismatch');
+
+-- idem_begin's answer. result is set for prior_result, error for
+-- prior_error; recorded_request, recorded_hash and submitted_hash for
+-- mismatch (submitted_hash is set on every answer); attempt and fence for
+-- fresh (the attempt number, 1 or more after takeovers, and the fence the
+-- transitions may require); age for in_flight (how long ago the holder
+-- claimed the key). The type only ever grows at its end
+-- (docs/internals.md).
+CREATE TYPE idem_outcome AS (
+    kind             @extschema@.idem_kind,
+    result           jsonb,
+    error            jsonb,
+    recorded_request jsonb,
+    recorded_hash    bytea,
+    submitted_hash   bytea,
+    attempt          integer,
+    age              interval,
+    fence            bigint
+);
+
+-- One row per (namespace, key), shared by every consumer in the database;
+-- the namespace column keeps their keyspaces apart. Keys compare bytewise
+-- (COLLATE "C"): a key is an opaque token, and C comparison is the fastest.
+-- attempt counts takeovers of an abandoned in-progress record; fence is the
+-- claim's, from idem_fence_seq; with store_request off the request is not
+-- kept. The columns stand in the order the update scripts leave them, which
+-- the C code reads by number.
+CREATE TABLE idempotency_record (
+    namespace       text COLLATE "C" NOT NULL,
+    key_value       text COLLATE "C" NOT NULL,
+    status          text NOT NULL,
+    request_hash    bytea NOT NULL,
+    request_payload jsonb,
+    result_payload  jsonb,
+    error_payload   jsonb,
+    created_at      timestamptz NOT NULL,
+    updated_at      timestamptz NOT NULL,
+    expires_at      timestamptz NOT NULL,
+    attempt         integer NOT NULL DEFAULT 1,
+    fence           bigint,
+    CONSTRAINT idempotency_record_pkey PRIMARY KEY (namespace, key_value),
+    CONSTRAINT idempotency_record_status_check
+        CHECK (status IN ('in_progress', 'committed', 'failed')),
+    CONSTRAINT idempotency_record_request_hash_check
+        CHECK (octet_length(request_hash) = 32),
+    CONSTRAINT idempotency_record_outcome_check CHECK (
+        CASE status
+            WHEN 'in_progress' THEN result_payload IS NULL AND error_payload IS NULL
+            WHEN 'committed'   THEN result_payload IS NOT NULL AND error_payload IS NULL
+            WHEN 'failed'      THEN result_payload IS NULL AND error_payload IS NOT NULL
+        END)
+);
+
+-- Purge deletes in expires_at order; this index makes each chunk cheap.
+CREATE INDEX idempotency_record_expires_at_idx ON idempotency_record (expires_at);
+
+-- pg_dump keeps the rows (a dump without them would replay nothing).
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idempotency_record', '');
+
+-- Applications go through the functions, never the table.
+REVOKE ALL ON idempotency_record FROM PUBLIC;
+
+-- Fences: every claim of a key (a fresh begin or a takeover) draws one, and
+-- the transitions may require it. They never repeat, so a worker holding an
+-- old one cannot finish a record taken over, or forgotten and begun again, or
+-- purged and begun again. They start above every int4, so an attempt number
+-- passed where the fence belongs is recognised and refused.
+CREATE SEQUENCE idem_fence_seq AS bigint START 4294967296 MINVALUE 4294967296 NO CYCLE;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idem_fence_seq', '');
+REVOKE ALL ON SEQUENCE idem_fence_seq FROM PUBLIC;
+
+-- The key that lock tags are keyed with: a role that reads pg_locks sees 64
+-- bits of HMAC-SHA256(secret, namespace, key), against which it can test no
+-- guess, and with which it can make no two keys collide. Only the owner reads
+-- it. Not dumped: a restored database draws its own.
+CREATE TABLE idem_lock_secret (
+    secret bytea NOT NULL CONSTRAINT idem_lock_secret_size_check CHECK (pg_catalog.octet_length(secret) = 32)
+);
+CREATE UNIQUE INDEX idem_lock_secret_one_row ON idem_lock_secret ((true));
+REVOKE ALL ON idem_lock_secret FROM PUBLIC;
+-- Two random UUIDs are 32 bytes with 244 random bits (pg_strong_random).
+INSERT INTO idem_lock_secret
+SELECT pg_catalog.decode(pg_catalog.replace(pg_catalog.gen_random_uuid()::text OPERATOR(pg_catalog.||)
+                                            pg_catalog.gen_random_uuid()::text, '-', ''), 'hex');
+
+-- Volatility of the store functions: VOLATILE (they read and write the
+-- table and depend on the transaction), not STRICT (a NULL argument is an
+-- error that says which), PARALLEL UNSAFE (they write). They check the
+-- caller's namespace grant, then reach the table as its owner; their
+-- search_path is pinned, so nothing the caller put on theirs can stand in for
+-- an operator, function or cast they use.
+
+CREATE FUNCTION idem_begin(namespace text, key text, request jsonb, replay_window interval DEFAULT NULL)
+RETURNS @extschema@.idem_outcome
+AS 'MODULE_PATHNAME', 'idem_begin_0_5'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION idem_begin(text, text, jsonb, interval) IS
+'Starts an idempotent operation: fresh (go ahead), in_flight, prior_result, prior_error or mismatch';
+
+-- The transitions may take the fence that idem_begin answered with fresh:
+-- when given, they act only while the record is still that claim's, so a
+-- caller whose lease ran out cannot finish or forget a record another has
+-- taken over, or one begun again since.
+CREATE FUNCTION idem_commit(namespace text, key text, result jsonb, fence bigint DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_commit_0_5'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION idem_commit(text, text, jsonb, bigint) IS
+'Records the result of an in-progress operation for replay (only while it is still the claim that drew fence, when given)';
+
+CREATE FUNCTION idem_fail_permanent(namespace text, key text, error jsonb, fence bigint DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_fail_permanent_0_5'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION idem_fail_permanent(text, text, jsonb, bigint) IS
+'Records a permanent error ({"class_tag", "message", "cause"?}) of an in-progress operation for replay';
+
+CREATE FUNCTION idem_fail_transient(namespace text, key text, fence bigint DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_fail_transient_0_5'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION idem_fail_transient(text, text, bigint) IS
+'Forgets an in-progress operation so that the next idem_begin is fresh';
+
+-- Deletes expired rows, batch_size at a time (at most max_batches chunks
+-- when given), inside the caller's transaction. SKIP LOCKED: a row another
+-- transaction holds is neither waited for nor deleted; rows that other
+-- transactions have not committed are invisible here, so untouched too.
+-- An in_progress record whose lease still runs is never deleted. Purging
+-- crosses namespaces: it runs as the owner, for the roles the owner grants
+-- it to (the pg_cron job's, an operator's), not for PUBLIC.
+CREATE FUNCTION idem_purge(batch_size integer DEFAULT 10000, max_batches integer DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    total bigint := 0;
+    batches integer := 0;
+    n bigint;
+    default_lease constant interval :=
+        coalesce(nullif(current_setting('idempotency.in_progress_lease', true), ''), '0')::interval;
+BEGIN
+    IF batch_size IS NULL OR batch_size < 1 THEN
+        RAISE EXCEPTION 'invalid purge batch size'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('batch_size must be a positive integer, not %s.', coalesce(batch_size::text, 'NULL'));
+    END IF;
+    IF max_batches < 1 THEN
+        RAISE EXCEPTION 'invalid purge batch count'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('max_batches must be a positive integer or NULL, not %s.', max_batches);
+    END IF;
+    LOOP
+        WITH doomed AS (
+            SELECT r.ctid FROM @extschema@.idempotency_record r
+            WHERE r.expires_at < now()
+              AND (r.status <> 'in_progress'
+                   OR r.updated_at + coalesce((SELECT c.in_progress_lease FROM @extschema@.idem_namespace_config c
+                                               WHERE c.namespace = r.namespace), default_lease) <= now())
+            ORDER BY r.expires_at
+            LIMIT batch_size
+            FOR UPDATE OF r SKIP LOCKED)
+        DELETE FROM @extschema@.idempotency_record r USING doomed d WHERE r.ctid = d.ctid;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        total := total + n;
+        batches := batches + 1;
+        EXIT WHEN n < batch_size OR batches = max_batches;
+    END LOOP;
+    PERFORM @extschema@.idem_stats_count_purged(total);
+    RETURN total;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_purge(integer, integer) IS
+'Deletes expired records in chunks inside the current transaction; returns how many';
+
+-- The same, committing after every chunk, for pg_cron and operators purging
+-- millions of rows: no lock or snapshot is held longer than one chunk.
+-- CALL it outside an explicit transaction block. A procedure that commits
+-- cannot pin search_path with SET, so its operators are schema-qualified.
+CREATE PROCEDURE idem_purge_batches(batch_size integer DEFAULT 10000)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    n bigint;
+    batches integer := 0;
+    total bigint := 0;
+BEGIN
+    LOOP
+        n := @extschema@.idem_purge(batch_size, 1);
+        total := total OPERATOR(pg_catalog.+) n;
+        batches := batches OPERATOR(pg_catalog.+) 1;
+        COMMIT;
+        EXIT WHEN n OPERATOR(pg_catalog.<) batch_size;
+    END LOOP;
+    RAISE NOTICE 'idempotency: purged % expired records in % batches', total, batches;
+END;
+$$;
+
+COMMENT ON PROCEDURE idem_purge_batches(integer) IS
+'Deletes expired records, committing after every chunk (for pg_cron); CALL outside a transaction block';
+
+-- Typed use from SQL (the seed's typed wrapper). These take any composite
+-- or scalar value and convert it with to_jsonb. They have their own names
+-- rather than overloading idem_begin/idem_commit: an anyelement overload
+-- beside the jsonb one makes every call with an untyped literal
+-- (idem_begin('ns', 'k', '{"a": 1}')) fail as "not unique", and would turn a
+-- varchar parameter from a driver into a JSON string without a word.
+
+CREATE FUNCTION idem_begin_typed(namespace text, key text, request anyelement, replay_window interval DEFAULT NULL)
+RETURNS @extschema@.idem_outcome
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $$ SELECT @extschema@.idem_begin(namespace, key, pg_catalog.to_jsonb(request), replay_window) $$;
+
+COMMENT ON FUNCTION idem_begin_typed(text, text, anyelement, interval) IS
+'idem_begin for a value of any type, fingerprinted as to_jsonb(request)';
+
+CREATE FUNCTION idem_commit_typed(namespace text, key text, result anyelement, fence bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $$ SELECT @extschema@.idem_commit(namespace, key, pg_catalog.to_jsonb(result), fence) $$;
+
+COMMENT ON FUNCTION idem_commit_typed(text, text, anyelement, bigint) IS
+'idem_commit for a value of any type, recorded as to_jsonb(result)';
+
+-- Why a stored JSON value cannot be the to_jsonb of a value of type typ,
+-- or NULL when it can: a composite needs an object with exactly its
+-- attributes (recursively), an array type a JSON array, any other type
+-- (json and jsonb aside) a string, number or boolean. JSON null fits
+-- anything. path names the position in the messages ($, $.field, $[3]).
+-- Whether each scalar converts is left to idem_result.
+CREATE FUNCTION idem_shape_mismatch(value jsonb, typ regtype, path text DEFAULT '$')
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    base oid := typ;
+    t record;
+    attr record;
+    found_kind text := jsonb_typeof(value);
+    name text;
+    why text;
+    i integer := 0;
+    element jsonb;
+BEGIN
+    IF typ IS NULL THEN
+        RAISE EXCEPTION 'typ must not be null'
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Name the type the value should have the shape of.';
+    END IF;
+    path := coalesce(path, '$');
+    IF found_kind IS NULL OR found_kind = 'null' THEN
+        RETURN NULL;
+    END IF;
+    LOOP   -- a domain has the shape of its base type
+        SELECT typtype, typbasetype, typrelid, typelem, typcategory INTO t FROM pg_type WHERE oid = base;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'type with OID % does not exist', base USING ERRCODE = 'undefined_object';
+        END IF;
+        EXIT WHEN t.typtype <> 'd';
+        base := t.typbasetype;
+    END LOOP;
+    IF base IN ('json'::regtype, 'jsonb'::regtype) THEN
+        RETURN NULL;
+    ELSIF t.typrelid <> 0 THEN
+        IF found_kind <> 'object' THEN
+            RETURN format('At %s: type %s needs a JSON object, the stored value is a JSON %s.', path, base::regtype, found_kind);
+        END IF;
+        SELECT a.attname INTO name FROM pg_attribute a
+        WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped AND NOT value ? a.attname
+        ORDER BY a.attnum LIMIT 1;
+        IF FOUND THEN
+            RETURN format('At %s: field "%s" of type %s is missing from the stored value.', path, name, base::regtype);
+        END IF;
+        SELECT k INTO name FROM jsonb_object_keys(value) k
+        WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0
+                          AND NOT a.attisdropped AND a.attname = k)
+        ORDER BY k COLLATE "C" LIMIT 1;
+        IF FOUND THEN
+            RETURN format('At %s: the stored value has field "%s", which type %s does not have.', path, name, base::regtype);
+        END IF;
+        FOR attr IN SELECT a.attname, a.atttypid FROM pg_attribute a
+                    WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum LOOP
+            why := @extschema@.idem_shape_mismatch(value -> attr.attname::text, attr.atttypid::regtype,
+                                                   path || '.' || attr.attname);
+            IF why IS NOT NULL THEN
+                RETURN why;
+            END IF;
+        END LOOP;
+        RETURN NULL;
+    ELSIF t.typcategory = 'A' AND t.typelem <> 0 THEN
+        IF found_kind <> 'array' THEN
+            RETURN format('At %s: type %s needs a JSON array, the stored value is a JSON %s.', path, base::regtype, found_kind);
+        END IF;
+        FOR element IN SELECT e FROM jsonb_array_elements(value) e LOOP
+            -- A nested JSON array is the next dimension of the same array type.
+            why := @extschema@.idem_shape_mismatch(element,
+                       CASE WHEN jsonb_typeof(element) = 'array' THEN base ELSE t.typelem END::regtype,
+                       path || '[' || i || ']');
+            IF why IS NOT NULL THEN
+                RETURN why;
+            END IF;
+            i := i + 1;
+        END LOOP;
+        RETURN NULL;
+    ELSIF found_kind IN ('object', 'array') THEN
+        RETURN format('At %s: type %s needs a JSON string, number or boolean, the stored value is a JSON %s.', path, base::regtype, found_kind);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_shape_mismatch(jsonb, regtype, text) IS
+'Why a JSON value is not the shape to_jsonb gives the type, or NULL when it is (used by idem_result)';
+
+-- Decodes a replayed result into the caller's type: the inverse of
+-- idem_commit_typed. NULL when the outcome carries no result (any kind but
+-- prior_result) or the result is JSON null. A stored value that no longer
+-- fits the type (a missing or extra field, a JSON kind the type cannot
+-- take, a value that does not convert) raises ID001 "incompatible stored
+-- state", never a half-filled row.
+CREATE FUNCTION idem_result(outcome @extschema@.idem_outcome, template anyelement)
+RETURNS anyelement
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    typ regtype := pg_typeof(template);
+    base oid := typ;
+    stored jsonb := (outcome).result;
+    why text;
+    decoded ALIAS FOR $0;
+    composite boolean;
+    anonymous boolean;
+    hint constant text := 'The type changed since the result was recorded. Decode it as jsonb, or use a new namespace for the new type.';
+BEGIN
+    IF stored IS NULL OR jsonb_typeof(stored) = 'null' THEN
+        RETURN NULL;
+    END IF;
+    LOOP   -- a domain decodes as its base type, and is then checked as itself
+        EXIT WHEN (SELECT t.typtype <> 'd' FROM pg_type t WHERE t.oid = base);
+        base := (SELECT t.typbasetype FROM pg_type t WHERE t.oid = base);
+    END LOOP;
+    SELECT t.typtype = 'p' OR (t.typtype = 'c' AND t.typrelid = 0), t.typrelid <> 0
+        INTO STRICT anonymous, composite FROM pg_type t WHERE t.oid = base;
+    IF anonymous THEN
+        RAISE EXCEPTION 'idem_result needs a named type, not %', typ
+            USING ERRCODE = 'datatype_mismatch',
+                  DETAIL = 'Pass a NULL of the type to decode into, for example NULL::my_result.';
+    END IF;
+    why := @extschema@.idem_shape_mismatch(stored, typ);
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION 'incompatible stored state: the stored result does not fit type %', typ
+            USING ERRCODE = 'ID001', DETAIL = why,
+                  HINT = hint;
+    END IF;
+    BEGIN
+        -- Dynamic SQL for composites too: a cached jsonb_populate_record
+        -- keeps the row type it first saw for the rest of the transaction,
+        -- so a type altered in that transaction would decode half-filled.
+        IF composite THEN
+            EXECUTE 'SELECT r.* FROM pg_catalog.jsonb_populate_record($1, $2) r'
+                INTO decoded USING template, stored;
+        ELSE
+            EXECUTE format('SELECT v FROM pg_catalog.jsonb_to_record($1) AS r(v %s)', typ)
+                INTO decoded USING jsonb_build_object('v', stored);
+        END IF;
+    EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
+        GET STACKED DIAGNOSTICS why = MESSAGE_TEXT;
+        RAISE EXCEPTION 'incompatible stored state: the stored result does not fit type %', typ
+            USING ERRCODE = 'ID001', DETAIL = 'A stored value does not convert: ' || why || '.',
+                  HINT = hint;
+    END;
+    RETURN decoded;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_result(idem_outcome, anyelement) IS
+'Decodes a replayed result into the type of template; ID001 when the stored shape no longer fits';
+
+-- Statistics ---------------------------------------------------------------
+
+-- The cumulative counters (kept in shared memory when the library is in
+-- shared_preload_libraries). With counters_on false every other column is
+-- NULL. Counts include calls whose transaction later rolled back.
+CREATE FUNCTION idem_stats_counters(
+    OUT counters_on boolean,
+    OUT begin_fresh bigint,
+    OUT begin_in_flight bigint,
+    OUT begin_prior_result bigint,
+    OUT begin_prior_error bigint,
+    OUT begin_mismatch bigint,
+    OUT commits bigint,
+    OUT permanent_failures bigint,
+    OUT transient_failures bigint,
+    OUT waits bigint,
+    OUT purged_rows bigint,
+    OUT stats_reset timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idem_stats_counters'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_stats_counters() IS
+'Cumulative counters of begin outcomes, transitions, waits and purged rows (NULL unless preloaded)';
+
+CREATE FUNCTION idem_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_stats_reset'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_stats_reset() IS
+'Sets the counters of idem_stats back to zero';
+
+-- Internal: idem_purge reports the rows it deleted here.
+CREATE FUNCTION idem_stats_count_purged(rows bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_stats_count_purged'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_stats_count_purged(bigint) IS
+'Internal: adds to the purged_rows counter (called by idem_purge)';
+
+-- The counters and the size of the table with its indexes and TOAST.
+CREATE VIEW idem_stats AS
+SELECT c.*, pg_catalog.pg_total_relation_size('@extschema@.idempotency_record'::pg_catalog.regclass) AS table_bytes
+FROM @extschema@.idem_stats_counters() c;
+
+COMMENT ON VIEW idem_stats IS
+'Cumulative counters (counters_on false unless preloaded) and the size of the store';
+
+-- One row per namespace, counted from the table (a full scan: for an
+-- operator or a monitoring job once a minute, not for every request). An
+-- in_progress row is visible here only once the transaction that began it
+-- has committed without finishing it: an abandoned or long-running operation.
+CREATE VIEW idem_namespace_stats AS
+SELECT namespace,
+       count(*) FILTER (WHERE status = 'in_progress') AS in_progress,
+       count(*) FILTER (WHERE status = 'committed') AS committed,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       pg_catalog.now() - min(created_at) FILTER (WHERE status = 'in_progress') AS oldest_in_progress_age,
+       count(*) FILTER (WHERE expires_at < pg_catalog.now()) AS expired,
+       sum(pg_catalog.pg_column_size(r.*))::bigint AS row_bytes
+FROM @extschema@.idempotency_record r
+GROUP BY namespace;
+
+COMMENT ON VIEW idem_namespace_stats IS
+'Rows per namespace by status, the oldest committed in_progress row, expired rows not yet purged, bytes';
+
+-- What is stored is not for every role: monitoring roles read the views,
+-- superusers reset the counters.
+REVOKE ALL ON idem_stats, idem_namespace_stats FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_stats_counters(), idem_stats_reset() FROM PUBLIC;
+GRANT USAGE ON SCHEMA @extschema@ TO pg_monitor;
+GRANT SELECT ON idem_stats, idem_namespace_stats TO pg_monitor;
+GRANT EXECUTE ON FUNCTION idem_stats_counters() TO pg_monitor;
+
+REVOKE ALL ON FUNCTION idem_purge(integer, integer) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE idem_purge_batches(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_stats_count_purged(bigint) FROM PUBLIC;
+
+-- HTTP ----------------------------------------------------------------------
+
+-- The key in an Idempotency-Key header, as the IETF draft defines the field
+-- (a Structured Field String, "8e03978e-...") or as a bare value
+-- (8e03978e-...): the same key either way. reason says why a header holds
+-- no key (NULL when there is no header). Answers, never raises, for a bad
+-- header: it is the client's mistake.
+CREATE FUNCTION idem_header_key(namespace text, header text, OUT key text, OUT reason text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idem_header_key'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_header_key(text, text) IS
+'The key in an Idempotency-Key header (quoted sf-string or bare), or why it holds none';
+
+-- An RFC 9457 problem-details body. type is docs_uri when the service
+-- documents its problems there, else about:blank; title is the status's
+-- reason phrase; code carries the machine-readable error code. docs_uri
+-- also goes into a Link header, so only printable ASCII without spaces,
+-- quotes or angle brackets is accepted.
+CREATE FUNCTION idem_http_problem(status integer, code text, detail text, docs_uri text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF docs_uri ~ '[^!-~]|[<>"]' OR docs_uri = '' THEN
+        RAISE EXCEPTION 'invalid problem documentation URI'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'docs_uri becomes the problem''s type and a Link header: printable ASCII without spaces, quotes or angle brackets, such as https://example.com/problems/idempotency.';
+    END IF;
+    RETURN jsonb_strip_nulls(jsonb_build_object(
+        'type', coalesce(docs_uri, 'about:blank'),
+        'title', CASE status
+            WHEN 400 THEN 'Bad Request' WHEN 401 THEN 'Unauthorized' WHEN 402 THEN 'Payment Required'
+            WHEN 403 THEN 'Forbidden' WHEN 404 THEN 'Not Found' WHEN 409 THEN 'Conflict'
+            WHEN 410 THEN 'Gone' WHEN 412 THEN 'Precondition Failed' WHEN 422 THEN 'Unprocessable Content'
+            WHEN 429 THEN 'Too Many Requests' WHEN 500 THEN 'Internal Server Error'
+            WHEN 502 THEN 'Bad Gateway' WHEN 503 THEN 'Service Unavailable' END,
+        'status', status,
+        'detail', detail,
+        'code', code));
+END;
+$$;
+
+COMMENT ON FUNCTION idem_http_problem(integer, text, text, text) IS
+'An RFC 9457 problem-details body (type docs_uri, or about:blank) with a code member';
+
+-- The Idempotency-Key header of a request, checked: key is set when the
+-- header holds a valid key; otherwise key is NULL and status, headers and
+-- body are the 400 response (MISSING_IDEMPOTENCY_KEY when the header is
+-- absent or NULL, INVALID_IDEMPOTENCY_KEY with the reason otherwise). With
+-- docs_uri, the problem's type is that URI and a Link header (rel
+-- "describedby") points there, as the draft shows. An invalid namespace is
+-- the caller's bug, not the client's, and raises idem_parse's error.
+CREATE FUNCTION idem_http_key(namespace text, header text, docs_uri text DEFAULT NULL,
+                              OUT key text, OUT status integer, OUT headers jsonb, OUT body jsonb)
+RETURNS record
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    reason text;
+BEGIN
+    SELECT h.key, h.reason INTO key, reason FROM @extschema@.idem_header_key(namespace, header) h;
+    IF key IS NULL THEN
+        status := 400;
+        body := @extschema@.idem_http_problem(400,
+            CASE WHEN reason IS NULL THEN 'MISSING_IDEMPOTENCY_KEY' ELSE 'INVALID_IDEMPOTENCY_KEY' END,
+            coalesce(reason, 'This request needs an Idempotency-Key header.'), docs_uri);
+        headers := jsonb_build_object('Content-Type', 'application/problem+json')
+                   || CASE WHEN docs_uri IS NULL THEN '{}'
+                           ELSE jsonb_build_object('Link', format('<%s>; rel="describedby"', docs_uri)) END;
+    END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_http_key(text, text, text) IS
+'Checks an Idempotency-Key header: the key, or the 400 problem response';
+
+-- The HTTP response for an outcome that needs no work: a replay, a request
+-- in flight or a reused key. A replayed result recorded as
+-- {"status": s, "headers": {...}, "body": b} replays status s, its headers
+-- and body b; any other result replays as 200 with the result as the body.
+-- A replayed error is 422 with a problem body: its class_tag as the code,
+-- its message as the detail. Every replay adds Idempotency-Replayed: true.
+-- in_flight is 409 with Retry-After; mismatch is 422 and never carries the
+-- recorded request, which may be another client's; both are of type
+-- docs_uri, with a Link header, when it is given. A fresh outcome has no
+-- response yet: that is an error.
+CREATE FUNCTION idem_http_response(outcome @extschema@.idem_outcome, retry_after integer DEFAULT 1,
+                                   docs_uri text DEFAULT NULL,
+                                   OUT status integer, OUT headers jsonb, OUT body jsonb)
+RETURNS record
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    problem constant jsonb := jsonb_build_object('Content-Type', 'application/problem+json')
+        || CASE WHEN docs_uri IS NULL THEN '{}'
+                ELSE jsonb_build_object('Link', format('<%s>; rel="describedby"', docs_uri)) END;
+    replayed constant jsonb := '{"Idempotency-Replayed": "true"}';
+    recorded jsonb;   -- the status a replayed result recorded
+BEGIN
+    IF outcome IS NOT DISTINCT FROM NULL THEN
+        RETURN;   -- NULL in, NULL out, as when the function was STRICT
+    END IF;
+    IF retry_after IS NULL OR retry_after < 0 THEN
+        RAISE EXCEPTION 'invalid Retry-After'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('retry_after must be zero or more seconds, not %s.', coalesce(retry_after::text, 'NULL'));
+    END IF;
+    CASE outcome.kind
+    WHEN 'prior_result' THEN
+        IF jsonb_typeof(outcome.result) = 'object' AND outcome.result ? 'status' AND outcome.result ? 'body' THEN
+            recorded := outcome.result -> 'status';
+            body := outcome.result -> 'body';
+            headers := CASE WHEN jsonb_typeof(outcome.result -> 'headers') = 'object'
+                            THEN outcome.result -> 'headers' ELSE '{}' END || replayed;
+        ELSE
+            recorded := '200';
+            body := outcome.result;
+            headers := replayed;
+        END IF;
+    WHEN 'prior_error' THEN
+        status := 422;
+        body := @extschema@.idem_http_problem(422, outcome.error ->> 'class_tag', outcome.error ->> 'message');
+        headers := jsonb_build_object('Content-Type', 'application/problem+json') || replayed;
+    WHEN 'in_flight' THEN
+        status := 409;
+        body := @extschema@.idem_http_problem(409, 'IDEMPOTENCY_REQUEST_IN_PROGRESS',
+            'A request with this idempotency key is still being processed; retry after the time in Retry-After.',
+            docs_uri);
+        headers := problem || jsonb_build_object('Retry-After', retry_after::text);
+    WHEN 'mismatch' THEN
+        status := 422;
+        body := @extschema@.idem_http_problem(422, 'IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST',
+            'This idempotency key was already used with a different request.', docs_uri);
+        headers := problem;
+    WHEN 'fresh' THEN
+        RAISE EXCEPTION 'a fresh outcome has no HTTP response yet'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'idem_http_response answers replays, requests in flight and reused keys.',
+                  HINT = 'Do the work, record it with idem_commit or idem_fail_permanent, and answer with what you recorded.';
+    ELSE
+        RAISE EXCEPTION 'invalid idempotency outcome'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Its kind is NULL; pass the row idem_begin returned.';
+    END CASE;
+    IF recorded IS NOT NULL THEN
+        IF NOT (jsonb_typeof(recorded) = 'number' AND recorded::numeric BETWEEN 100 AND 599
+                AND recorded::numeric = trunc(recorded::numeric)) THEN
+            RAISE EXCEPTION 'invalid recorded HTTP status'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('The recorded status %s is not an integer from 100 to 599.', recorded);
+        END IF;
+        status := recorded::numeric;
+    END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_http_response(@extschema@.idem_outcome, integer, text) IS
+'The HTTP status, headers and body for a replay, a request in flight or a reused key';
+
+-- The registry ---------------------------------------------------------------
+
+-- One row per registered namespace. A NULL setting follows its GUC
+-- (idempotency.replay_window, .in_progress_lease, .store_request,
+-- .max_payload_bytes). hash_keys has no GUC: it decides how keys are looked
+-- up, so it may change only while the namespace has no records.
+CREATE TABLE idem_namespace_config (
+    namespace         text COLLATE "C" PRIMARY KEY,
+    replay_window     interval,
+    in_progress_lease interval,
+    store_request     boolean,
+    hash_keys         boolean NOT NULL DEFAULT false,
+    max_payload_bytes integer,
+    configured_at     timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT idem_namespace_config_replay_window_check CHECK (replay_window > interval '0'),
+    CONSTRAINT idem_namespace_config_lease_check
+        CHECK (in_progress_lease >= interval '0' AND in_progress_lease < interval '100 years'),
+    CONSTRAINT idem_namespace_config_max_payload_bytes_check CHECK (max_payload_bytes > 0)
+);
+
+-- Which roles may use a namespace (and, through membership, their members).
+-- regrole: pg_dump writes role names, so a restore maps them to the new OIDs.
+CREATE TABLE idem_namespace_grant (
+    namespace  text COLLATE "C" NOT NULL
+        REFERENCES idem_namespace_config ON DELETE CASCADE,
+    grantee    regrole NOT NULL,
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, grantee)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idem_namespace_config', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idem_namespace_grant', '');
+REVOKE ALL ON idem_namespace_config, idem_namespace_grant FROM PUBLIC;
+
+-- Every backend caches what it read from the two tables; any change to them,
+-- through the functions below or by hand, tells every backend to forget it
+-- (at the changing transaction's commit, or its rollback for its own cache).
+CREATE FUNCTION idem_namespace_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idem_namespace_changed'
+LANGUAGE C;
+
+REVOKE ALL ON FUNCTION idem_namespace_changed() FROM PUBLIC;
+
+CREATE TRIGGER idem_namespace_config_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idem_namespace_config
+    FOR EACH STATEMENT EXECUTE FUNCTION idem_namespace_changed();
+CREATE TRIGGER idem_namespace_grant_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idem_namespace_grant
+    FOR EACH STATEMENT EXECUTE FUNCTION idem_namespace_changed();
+
+-- For the registry functions that must see every record of one namespace
+-- (changing hash_keys or store_request, dropping it): the namespace's lock,
+-- which waits for its writers and stalls no other namespace.
+CREATE FUNCTION idem_lock_namespace(namespace text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_lock_namespace'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION idem_lock_namespace(text) FROM PUBLIC;
+
+COMMENT ON FUNCTION idem_lock_namespace(text) IS
+'Internal: waits for the transactions that began keys in a namespace and keeps new ones out until this transaction ends';
+
+-- Registers a namespace, or replaces its settings: every call states them
+-- all, and a NULL (an omitted argument) follows the GUC. Refuses to change
+-- hash_keys while the namespace has records, which would hide them.
+-- IntervalStyle is pinned so that a negative part always prints with '-'.
+CREATE FUNCTION idem_namespace_configure(
+    namespace text,
+    replay_window interval DEFAULT NULL,
+    in_progress_lease interval DEFAULT NULL,
+    store_request boolean DEFAULT NULL,
+    hash_keys boolean DEFAULT false,
+    max_payload_bytes integer DEFAULT NULL)
+RETURNS @extschema@.idem_namespace_config
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+SET IntervalStyle = postgres
+AS $$
+DECLARE
+    ns ALIAS FOR namespace;
+    old @extschema@.idem_namespace_config;
+    saved @extschema@.idem_namespace_config;
+    records bigint;
+    keeps_requests boolean :=
+        coalesce(store_request, nullif(current_setting('idempotency.store_request', true), '')::boolean, true);
+BEGIN
+    PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
+    IF replay_window <= interval '0' OR strpos(replay_window::text, '-') > 0
+       OR replay_window >= interval '10000 years' THEN
+        RAISE EXCEPTION 'invalid idempotency replay window'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The replay window must be positive and under 10000 years, and no part of it negative, not %s.', replay_window);
+    END IF;
+    IF in_progress_lease < interval '0' OR strpos(in_progress_lease::text, '-') > 0
+       OR in_progress_lease >= interval '100 years' THEN
+        RAISE EXCEPTION 'invalid idempotency in-progress lease'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The lease must be 0 (never taken over) or positive and under 100 years, and no part of it negative, not %s.', in_progress_lease);
+    END IF;
+    IF hash_keys IS NULL THEN
+        RAISE EXCEPTION 'hash_keys must not be null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'hash_keys is true or false; it has no GUC to follow.';
+    END IF;
+    IF max_payload_bytes < 1 THEN
+        RAISE EXCEPTION 'invalid idempotency payload limit'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('max_payload_bytes must be a positive number of bytes or NULL, not %s.', max_payload_bytes);
+    END IF;
+    -- The row lock orders concurrent configures of one namespace.
+    SELECT * INTO old FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
+    IF coalesce(old.hash_keys, false) <> hash_keys OR NOT keeps_requests THEN
+        -- Wait for the transactions that began keys in this namespace (they
+        -- read the old settings) and hold off new ones until this
+        -- transaction ends; then every record is visible to the statements
+        -- below, which READ COMMITTED gives a new snapshot.
+        PERFORM @extschema@.idem_lock_namespace(ns);
+    END IF;
+    IF coalesce(old.hash_keys, false) <> hash_keys THEN
+        SELECT count(*) INTO records FROM @extschema@.idempotency_record r WHERE r.namespace = ns;
+        IF records > 0 THEN
+            RAISE EXCEPTION 'cannot change hash_keys of idempotency namespace "%"', ns
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('The namespace has %s record%s, stored with hash_keys %s; they would no longer be found.',
+                                      records, CASE WHEN records = 1 THEN '' ELSE 's' END, CASE WHEN coalesce(old.hash_keys, false) THEN 'on' ELSE 'off' END),
+                      HINT = 'Use a new namespace, or wait until its records have expired and been purged.';
+        END IF;
+    END IF;
+    IF NOT keeps_requests THEN
+        -- Requests kept while store_request was on are removed, not just
+        -- hidden (idem_begin hides them too, from the moment it is off).
+        UPDATE @extschema@.idempotency_record r SET request_payload = NULL
+        WHERE r.namespace = ns AND r.request_payload IS NOT NULL;
+        GET DIAGNOSTICS records = ROW_COUNT;
+        IF records > 0 THEN
+            RAISE NOTICE 'idempotency: removed the stored request from % record% of namespace "%"',
+                records, CASE WHEN records = 1 THEN '' ELSE 's' END, ns;
+        END IF;
+    END IF;
+    INSERT INTO @extschema@.idem_namespace_config AS c
+        (namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes)
+    VALUES (ns, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes)
+    ON CONFLICT ON CONSTRAINT idem_namespace_config_pkey DO UPDATE SET
+        replay_window = excluded.replay_window,
+        in_progress_lease = excluded.in_progress_lease,
+        store_request = excluded.store_request,
+        hash_keys = excluded.hash_keys,
+        max_payload_bytes = excluded.max_payload_bytes,
+        configured_at = now()
+    RETURNING * INTO saved;
+    RETURN saved;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_namespace_configure(text, interval, interval, boolean, boolean, integer) IS
+'Registers a namespace or replaces its settings; a NULL setting follows its GUC';
+
+-- Unregisters a namespace and its grants. Refused while it has records: they
+-- were written under its settings (hash_keys above all).
+CREATE FUNCTION idem_namespace_drop(namespace text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ns ALIAS FOR namespace;
+    records bigint;
+BEGIN
+    PERFORM @extschema@.idem_parse(ns, 'k');
+    PERFORM FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM @extschema@.idem_lock_namespace(ns);
+    SELECT count(*) INTO records FROM @extschema@.idempotency_record r WHERE r.namespace = ns;
+    IF records > 0 THEN
+        RAISE EXCEPTION 'cannot drop idempotency namespace "%"', ns
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('The namespace has %s record%s.', records, CASE WHEN records = 1 THEN '' ELSE 's' END),
+                  HINT = 'Wait until they have expired and been purged.';
+    END IF;
+    DELETE FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns;
+    RETURN true;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_namespace_drop(text) IS
+'Unregisters a namespace without records, with its grants; false when it was not registered';
+
+-- Lets role (and its members) use namespace: begin, commit and fail on its
+-- keys. Registers the namespace with default settings if needed, and grants
+-- USAGE on this schema, without which no function here can be called.
+CREATE FUNCTION idem_grant(namespace text, role regrole)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ns ALIAS FOR namespace;
+    granted boolean;
+BEGIN
+    PERFORM @extschema@.idem_parse(ns, 'k');
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null'
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Name the role that may use the namespace.';
+    ELSIF role = 0 THEN
+        RAISE EXCEPTION 'cannot grant an idempotency namespace to PUBLIC'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A namespace is granted to a role; make the roles that should use it members of that role.';
+    ELSIF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        RAISE EXCEPTION 'role with OID % does not exist', role::oid USING ERRCODE = 'undefined_object';
+    END IF;
+    INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;
+    INSERT INTO @extschema@.idem_namespace_grant (namespace, grantee) VALUES (ns, role) ON CONFLICT DO NOTHING;
+    granted := FOUND;
+    EXECUTE format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
+    RETURN granted;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_grant(text, regrole) IS
+'Lets a role use a namespace (registering it if needed); false when it already could';
+
+-- Takes the use of namespace away from role. USAGE on the schema stays: the
+-- role may hold other namespaces.
+CREATE FUNCTION idem_revoke(namespace text, role regrole)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ns ALIAS FOR namespace;
+BEGIN
+    PERFORM @extschema@.idem_parse(ns, 'k');
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null'
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Name the role to take the namespace from.';
+    END IF;
+    DELETE FROM @extschema@.idem_namespace_grant g WHERE g.namespace = ns AND g.grantee = role;
+    RETURN FOUND;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_revoke(text, regrole) IS
+'Takes the use of a namespace from a role; false when it had no grant';
+
+-- Administration is for the extension's owner (or whoever it grants).
+REVOKE ALL ON FUNCTION idem_namespace_configure(text, interval, interval, boolean, boolean, integer),
+                       idem_namespace_drop(text), idem_grant(text, regrole), idem_revoke(text, regrole)
+    FROM PUBLIC;
+
+-- The registry with its grants, one row per registered namespace.
+CREATE VIEW idem_namespaces AS
+SELECT c.namespace, c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys,
+       c.max_payload_bytes,
+       ARRAY(SELECT g.grantee FROM @extschema@.idem_namespace_grant g
+             WHERE g.namespace = c.namespace ORDER BY g.grantee::text) AS grantees,
+       c.configured_at
+FROM @extschema@.idem_namespace_config c;
+
+REVOKE ALL ON idem_namespaces FROM PUBLIC;
+GRANT SELECT ON idem_namespaces TO pg_monitor;
+
+-- Privileges ----------------------------------------------------------------
+
+-- What this script granted or revoked stays out of pg_init_privs but for
+-- the owner's, PUBLIC's and pg_monitor's entries (docs/internals.md).
+UPDATE pg_catalog.pg_init_privs i
+SET initprivs = ARRAY(
+    SELECT item FROM pg_catalog.unnest(i.initprivs) item
+    WHERE (SELECT x.grantee = x.grantor OR x.grantee = 0 OR x.grantee = 'pg_monitor'::pg_catalog.regrole
+           FROM pg_catalog.aclexplode(ARRAY[item]) x LIMIT 1))
+WHERE i.privtype = 'e'
+  AND ((i.classoid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND i.objoid = '@extschema@'::pg_catalog.regnamespace)
+       OR (i.classoid, i.objoid) IN (
+           SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
+           WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+             AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')));

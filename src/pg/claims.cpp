@@ -1,0 +1,203 @@
+// claims.cpp: which keys the current transaction still holds in progress,
+// checked when it commits or prepares.
+//
+// A hash table (in TopTransactionContext) maps each claimed (namespace,
+// stored key) to whether it is open, and a log records every change with the
+// subtransaction that made it. Subtransaction ids grow within a transaction,
+// and a subtransaction that aborts is the innermost one, so the changes it
+// undoes are exactly the log's entries from the end back to the first one
+// made with its id or a later one: they are popped and reversed. Every step
+// is O(1) per change; nothing is read from the table at COMMIT.
+#include "claims.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+extern "C" {
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+}
+
+#include "../core/error.hpp"
+#include "guard.hpp"
+#include "policy.hpp"
+#include "text.hpp"
+
+namespace idem::pg {
+
+namespace {
+
+// The hash key: pointers to the namespace and stored key, hashed and
+// compared by content. The table holds copies in TopTransactionContext.
+struct ClaimId {
+  const text* ns;
+  const text* key;
+};
+
+struct Claim {
+  ClaimId id;  // first: dynahash keys lead the entry
+  bool open;
+  bool hashed;
+  bool in_block;  // made inside a transaction block (not autocommit)
+};
+
+struct Change {
+  SubTransactionId subxact;
+  Claim* claim;
+  bool opened;  // the change opened the claim (a fresh begin) or closed it (a finish)
+};
+
+HTAB* claims = nullptr;  // NULL: nothing claimed in this transaction
+Change* changes = nullptr;
+int change_count = 0;
+int change_capacity = 0;
+long open_count = 0;
+
+uint32 claim_hash(const void* k, Size) noexcept {
+  const auto* id = static_cast<const ClaimId*>(k);
+  const uint32 h = hash_bytes(reinterpret_cast<const unsigned char*>(VARDATA_ANY(id->ns)), VARSIZE_ANY_EXHDR(id->ns));
+  return hash_combine(h, hash_bytes(reinterpret_cast<const unsigned char*>(VARDATA_ANY(id->key)),
+                                    VARSIZE_ANY_EXHDR(id->key)));
+}
+
+int claim_match(const void* a, const void* b, Size) noexcept {
+  const auto* x = static_cast<const ClaimId*>(a);
+  const auto* y = static_cast<const ClaimId*>(b);
+  return same_bytes(x->ns, y->ns) && same_bytes(x->key, y->key) ? 0 : 1;
+}
+
+text* copy_text(const text* t) {
+  const Size len = VARSIZE_ANY_EXHDR(t);
+  auto* out = static_cast<text*>(MemoryContextAlloc(TopTransactionContext, VARHDRSZ + len));
+  SET_VARSIZE(out, VARHDRSZ + len);
+  std::memcpy(VARDATA(out), VARDATA_ANY(t), len);
+  return out;
+}
+
+void log_change(Claim* claim, bool opened) {
+  if (change_count == change_capacity) {
+    const int capacity = change_capacity == 0 ? 16 : change_capacity * 2;
+    const Size size = sizeof(Change) * static_cast<Size>(capacity);
+    changes = static_cast<Change*>(changes == nullptr ? MemoryContextAlloc(TopTransactionContext, size)
+                                                      : repalloc_huge(changes, size));
+    change_capacity = capacity;
+  }
+  changes[change_count++] = Change{GetCurrentSubTransactionId(), claim, opened};
+  claim->open = opened;
+  open_count += opened ? 1 : -1;
+}
+
+// Forgets everything: TopTransactionContext, which held it, is going away.
+void reset() {
+  claims = nullptr;
+  changes = nullptr;
+  change_count = change_capacity = 0;
+  open_count = 0;
+}
+
+// The message for the first open claim found.
+void refuse_commit(bool preparing) {
+  HASH_SEQ_STATUS seq;
+  hash_seq_init(&seq, claims);
+  Claim* open = nullptr;
+  while (Claim* c = static_cast<Claim*>(hash_seq_search(&seq))) {
+    if (!c->open) continue;
+    open = c;
+    hash_seq_term(&seq);
+    break;
+  }
+  if (open == nullptr) return;  // cannot happen while open_count > 0
+  char label[32];
+  if (open->hashed)  // the stored key is the hex SHA-256 that labels start with
+    std::snprintf(label, sizeof label, "sha256:%.12s...", VARDATA_ANY(open->id.key));
+  else
+    key_label(open->id.key, label);
+  const char* verb = preparing ? "prepare" : "commit";
+  char others[64] = "";
+  if (open_count > 1) std::snprintf(others, sizeof others, " (and %ld more)", open_count - 1);
+  throw core::Error(
+      core::sqlstate::invalid_transaction_state,
+      std::string("cannot ") + verb + " while idempotency key " + label + " is in progress" + others,
+      std::string(open->in_block ? "This transaction's idem_begin answered fresh for the key in namespace \""
+                                 : "idem_begin answered fresh for the key in namespace \"") +
+          string_of(open->id.ns) +
+          (open->in_block ? "\", and no idem_commit, idem_fail_permanent or idem_fail_transient ended the attempt"
+                          : "\" outside a transaction block (autocommit), so its own statement would have "
+                            "committed the record with no work done") +
+          ": every retry would answer in_flight. The transaction was rolled back.",
+      "Finish every fresh attempt before COMMIT with idem_commit, idem_fail_permanent or idem_fail_transient; in "
+      "autocommit mode, put begin, work and finish in one BEGIN ... COMMIT block or one function. An operation "
+      "that spans transactions needs an in_progress_lease on its namespace.");
+}
+
+void check_at_commit(void* arg) {
+  if (open_count > 0) refuse_commit(arg != nullptr);
+}
+
+void on_xact(XactEvent event, void*) {
+  switch (event) {
+    case XACT_EVENT_PRE_COMMIT:
+    case XACT_EVENT_PARALLEL_PRE_COMMIT:
+      if (claims != nullptr) guard_callback(check_at_commit, nullptr);
+      break;
+    case XACT_EVENT_PRE_PREPARE:
+      if (claims != nullptr) guard_callback(check_at_commit, &claims);
+      break;
+    default:  // COMMIT, ABORT, PREPARE (and their parallel forms): the transaction is over
+      reset();
+      break;
+  }
+}
+
+// Reverses the changes of an aborting subtransaction (and of its committed
+// children, whose ids are larger).
+void on_subxact(SubXactEvent event, SubTransactionId subxact, SubTransactionId, void*) {
+  if (event != SUBXACT_EVENT_ABORT_SUB) return;
+  while (change_count > 0 && changes[change_count - 1].subxact >= subxact) {
+    const Change& c = changes[--change_count];
+    c.claim->open = !c.opened;
+    open_count += c.opened ? -1 : 1;
+  }
+}
+
+}  // namespace
+
+void register_claim_callbacks() {
+  RegisterXactCallback(on_xact, nullptr);
+  RegisterSubXactCallback(on_subxact, nullptr);
+}
+
+void claim(const text* ns, const text* key, bool hashed) {
+  if (claims == nullptr) {
+    HASHCTL ctl;
+    std::memset(&ctl, 0, sizeof ctl);
+    ctl.keysize = sizeof(ClaimId);
+    ctl.entrysize = sizeof(Claim);
+    ctl.hash = claim_hash;
+    ctl.match = claim_match;
+    ctl.hcxt = TopTransactionContext;
+    claims = hash_create("idempotency claims", 64, &ctl, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+  }
+  ClaimId id{ns, key};
+  auto* c = static_cast<Claim*>(hash_search(claims, &id, HASH_FIND, nullptr));
+  if (c == nullptr) {
+    // Copied first: an entry must never point at memory that goes away.
+    id = ClaimId{copy_text(ns), copy_text(key)};
+    c = static_cast<Claim*>(hash_search(claims, &id, HASH_ENTER, nullptr));
+    c->open = false;
+  }
+  c->hashed = hashed;
+  c->in_block = IsTransactionBlock();
+  if (!c->open) log_change(c, true);
+}
+
+void finish(const text* ns, const text* key) {
+  if (claims == nullptr) return;
+  const ClaimId id{ns, key};
+  auto* c = static_cast<Claim*>(hash_search(claims, &id, HASH_FIND, nullptr));
+  if (c != nullptr && c->open) log_change(c, false);
+}
+
+}  // namespace idem::pg
