@@ -8,7 +8,7 @@ SELECT p.oid::regprocedure AS parallel_safe, l.lanname AS language,
        p.prosrc ~* '\mexception\s+when\M' AS has_exception_block
 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 WHERE p.pronamespace = 'idempotency'::regnamespace AND p.proparallel = 's'
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text;
 
 -- (Not a temporary table: those are never read by workers.)
 CREATE TABLE parallel_inputs AS SELECT g FROM generate_series(1, 4) g;
