@@ -20,6 +20,15 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.idem_fence_seq', '');
 REVOKE ALL ON SEQUENCE idem_fence_seq FROM PUBLIC;
 
 ALTER TABLE idempotency_record ADD COLUMN fence bigint;
+
+-- The store's C code is the table's only writer and keeps its rules where it
+-- writes; CHECK constraints were compiled again by every statement that
+-- wrote the table, and were most of the cost of a begin and a commit
+-- (docs/performance.md).
+ALTER TABLE idempotency_record
+    DROP CONSTRAINT idempotency_record_status_check,
+    DROP CONSTRAINT idempotency_record_request_hash_check,
+    DROP CONSTRAINT idempotency_record_outcome_check;
 ALTER TYPE idem_outcome ADD ATTRIBUTE fence bigint;
 
 -- The key that lock tags are keyed with: a role that reads pg_locks sees 64
@@ -42,8 +51,10 @@ SELECT pg_catalog.decode(pg_catalog.replace(pg_catalog.gen_random_uuid()::text O
 CREATE OR REPLACE FUNCTION idem_begin(namespace text, key text, request jsonb, replay_window interval DEFAULT NULL)
 RETURNS @extschema@.idem_outcome
 AS 'MODULE_PATHNAME', 'idem_begin_0_5'
-LANGUAGE C VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- (No SET search_path any more, for it and the transitions: every statement
+-- the C functions run names its objects with their schema, and the pin cost
+-- more than a tenth of a fresh cycle: docs/performance.md.)
 
 -- The transitions take the fence instead of the attempt number, which
 -- repeats for a key once its record is forgotten or purged. (Replaced, not
@@ -56,8 +67,7 @@ DROP FUNCTION idem_fail_transient(text, text, integer);
 CREATE FUNCTION idem_commit(namespace text, key text, result jsonb, fence bigint DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idem_commit_0_5'
-LANGUAGE C VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idem_commit(text, text, jsonb, bigint) IS
 'Records the result of an in-progress operation for replay (only while it is still the claim that drew fence, when given)';
@@ -65,8 +75,7 @@ COMMENT ON FUNCTION idem_commit(text, text, jsonb, bigint) IS
 CREATE FUNCTION idem_fail_permanent(namespace text, key text, error jsonb, fence bigint DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idem_fail_permanent_0_5'
-LANGUAGE C VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idem_fail_permanent(text, text, jsonb, bigint) IS
 'Records a permanent error ({"class_tag", "message", "cause"?}) of an in-progress operation for replay';
@@ -74,8 +83,7 @@ COMMENT ON FUNCTION idem_fail_permanent(text, text, jsonb, bigint) IS
 CREATE FUNCTION idem_fail_transient(namespace text, key text, fence bigint DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idem_fail_transient_0_5'
-LANGUAGE C VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idem_fail_transient(text, text, bigint) IS
 'Forgets an in-progress operation so that the next idem_begin is fresh';
