@@ -28,6 +28,7 @@ extern "C" {
 #include "spi.hpp"
 #include "stats.hpp"
 #include "text.hpp"
+#include "write.hpp"
 
 using namespace idem;
 
@@ -314,8 +315,15 @@ Datum begin(FunctionCallInfo fcinfo) {
                                PointerGetDatum(request), IntervalPGetDatum(window), TimestampTzGetDatum(now)};
       Datum fence = 0;
       bool fence_null = true;
-      pg::execute(fenced ? insert_fenced : insert_in_progress, values, policy.store_request ? "      " : "   n  ",
-                  &fence, &fence_null);
+      const pg::Layout layout = pg::writable_layout();
+      if (layout.direct) {
+        fence = Int64GetDatum(pg::insert_claim(layout, ns, key, submitted, policy.store_request ? request : nullptr,
+                                               now, window));
+        fence_null = false;
+      } else {
+        pg::execute(fenced ? insert_fenced : insert_in_progress, values, policy.store_request ? "      " : "   n  ",
+                    &fence, &fence_null);
+      }
       pg::unlock_key(lock);
       if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
       Outcome o = fresh_outcome(submitted, 1, fence, fence_null);

@@ -3,6 +3,7 @@
 #include "record.hpp"
 
 #include <cstring>
+#include <initializer_list>
 
 extern "C" {
 #include "access/genam.h"
@@ -23,11 +24,16 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
+#include "nodes/pg_list.h"
+#include "utils/relcache.h"
 }
 
 #include "../core/error.hpp"
 #include "../core/hmac.hpp"
+#include "compat.hpp"
 #include "policy.hpp"
 
 namespace idem::pg {
@@ -39,22 +45,6 @@ namespace {
 constexpr uint16 key_lock_field4 = 0x4944;        // "ID"
 constexpr uint16 namespace_lock_field4 = 0x494E;  // "IN"
 
-// Column numbers of idempotency_record, as the install scripts create it.
-enum Column : AttrNumber {
-  col_namespace = 1,
-  col_key_value,
-  col_status,
-  col_request_hash,
-  col_request_payload,
-  col_result_payload,
-  col_error_payload,
-  col_created_at,
-  col_updated_at,
-  col_expires_at,
-  col_attempt,  // 0.4.0
-  col_fence,    // 0.5.0
-};
-
 constexpr int secret_size = 32;
 
 struct Relations {
@@ -63,6 +53,8 @@ struct Relations {
   Registry registry = {false, InvalidOid, InvalidOid, InvalidOid};
   Oid secret = InvalidOid;  // idem_lock_secret (0.5.0)
   bool fenced = false;
+  Layout layout = {};
+  bool layout_known = false;  // layout.expires_index and direct (writable_layout)
 };
 Relations cached;
 // Bumped by every relcache invalidation, whatever relation it names: a
@@ -74,11 +66,17 @@ uint64 generation = 0;
 // the secret it was keyed with. Per backend, like the SHA-256 context.
 core::HmacSha256* keyed = nullptr;
 uint8 keyed_with[secret_size];
+// The last namespace's lock tag bits (most backends serve one namespace):
+// valid while keyed is the HMAC they were computed with.
+char last_namespace[64];
+int last_namespace_len = -1;
+uint64 last_namespace_bits;
 
 void forget_relations(Datum, Oid relid) noexcept {
   ++generation;
   if (relid == InvalidOid || relid == cached.table || relid == cached.pkey || relid == cached.registry.config ||
-      relid == cached.registry.grant || relid == cached.secret)
+      relid == cached.registry.grant || relid == cached.secret || relid == cached.layout.expires_index ||
+      relid == cached.layout.fence_seq)
     cached = Relations{};
 }
 
@@ -117,6 +115,71 @@ bool read_secret(Oid relid, uint8 (&out)[secret_size]) {
   return found;
 }
 
+// Whether index indexrelid is a plain btree index on exactly the columns
+// columns (no expression, no predicate, unique as asked).
+bool plain_btree(Oid indexrelid, std::initializer_list<AttrNumber> columns, bool unique) {
+  HeapTuple tuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexrelid));
+  if (!HeapTupleIsValid(tuple)) return false;
+  const auto* index = reinterpret_cast<Form_pg_index>(GETSTRUCT(tuple));
+  bool plain = index->indisunique == unique && index->indnatts == static_cast<int>(columns.size()) &&
+               index->indisvalid && index->indisready && !index->indisexclusion && index->indimmediate &&
+               heap_attisnull(tuple, Anum_pg_index_indexprs, nullptr) &&
+               heap_attisnull(tuple, Anum_pg_index_indpred, nullptr);
+  int i = 0;
+  for (AttrNumber column : columns) plain = plain && index->indkey.values[i++] == column;
+  ReleaseSysCache(tuple);
+  tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(indexrelid));
+  if (!HeapTupleIsValid(tuple)) return false;
+  plain = plain && reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relam == BTREE_AM_OID;
+  ReleaseSysCache(tuple);
+  return plain;
+}
+
+// Each column as the install scripts create it: its type and NOT NULL.
+struct Expected {
+  Oid type;
+  bool not_null;
+};
+constexpr Expected expected_columns[col_fence] = {
+    {TEXTOID, true},         {TEXTOID, true},         {TEXTOID, true},         {BYTEAOID, true},
+    {JSONBOID, false},       {JSONBOID, false},       {JSONBOID, false},       {TIMESTAMPTZOID, true},
+    {TIMESTAMPTZOID, true},  {TIMESTAMPTZOID, true},  {INT4OID, true},         {INT8OID, false},
+};
+
+// The expires_at index when the store's rows may be written through heapam
+// directly (write.cpp): a heap table of exactly the columns the install
+// scripts create, no trigger, rule, row security or CHECK constraint, and no
+// index but the primary key and the one on expires_at, both plain btrees.
+// Anything an operator added (an index, a trigger, a constraint, a column,
+// a changed type) makes it InvalidOid, and the writes go through SQL, which
+// honours it.
+Oid direct_index(Oid table, Oid pkey) {
+  Relation rel = table_open(table, AccessShareLock);
+  const TupleDesc desc = RelationGetDescr(rel);
+  bool plain = rel->rd_rel->relam == HEAP_TABLE_AM_OID && rel->rd_rel->relkind == RELKIND_RELATION &&
+               !rel->rd_rel->relhastriggers && !rel->rd_rel->relhasrules && !rel->rd_rel->relrowsecurity &&
+               !rel->rd_rel->relforcerowsecurity && desc->natts == col_fence &&
+               (desc->constr == nullptr || desc->constr->num_check == 0);
+  for (int i = 0; plain && i < desc->natts; ++i) {
+    const Form_pg_attribute att = TupleDescAttr(desc, i);
+    plain = !att->attisdropped && att->atttypid == expected_columns[i].type &&
+            att->attnotnull == expected_columns[i].not_null && att->attidentity == '\0' &&
+            att->attgenerated == '\0';
+  }
+  Oid expires = InvalidOid;
+  List* indexes = plain ? RelationGetIndexList(rel) : NIL;
+  plain = plain && list_length(indexes) == 2;
+  if (plain) {
+    for (ListCell* cell = list_head(indexes); cell != nullptr; cell = lnext(indexes, cell))
+      if (lfirst_oid(cell) != pkey) expires = lfirst_oid(cell);
+    plain = plain_btree(pkey, {col_namespace, col_key_value}, true) && OidIsValid(expires) &&
+            plain_btree(expires, {col_expires_at}, false);
+  }
+  list_free(indexes);
+  table_close(rel, AccessShareLock);
+  return plain ? expires : InvalidOid;
+}
+
 // One look at the catalogs; consistent is false when the primary key found
 // is not the table's (an installation was replaced between the two).
 Relations look_up(bool& consistent) {
@@ -136,6 +199,9 @@ Relations look_up(bool& consistent) {
   r.registry.owner = owner_of(r.table);
   r.secret = get_relname_relid("idem_lock_secret", schema);
   r.fenced = OidIsValid(r.secret) && get_attnum(r.table, "fence") == col_fence;
+  r.layout.table = r.table;
+  r.layout.pkey = r.pkey;
+  r.layout.fence_seq = r.fenced ? get_relname_relid("idem_fence_seq", schema) : InvalidOid;
   return r;
 }
 
@@ -145,12 +211,14 @@ void key_with_secret(const Relations& r) {
   if (!OidIsValid(r.secret) || !read_secret(r.secret, secret)) {
     delete keyed;
     keyed = nullptr;
+    last_namespace_len = -1;
     return;
   }
   if (keyed != nullptr && std::memcmp(secret, keyed_with, secret_size) == 0) return;
   auto* fresh = new core::HmacSha256(secret, secret_size);
   delete keyed;
   keyed = fresh;
+  last_namespace_len = -1;
   std::memcpy(keyed_with, secret, secret_size);
 }
 
@@ -187,6 +255,10 @@ void hmac_text(const text* t) {
 // kind and the length-prefixed texts), otherwise the unkeyed hash of 0.4.
 uint64 tag_bits(char kind, const text* ns, const text* key) {
   (void)relations();  // loads the secret
+  const int ns_len = VARSIZE_ANY_EXHDR(ns);
+  const bool cacheable = kind == 'n' && keyed != nullptr && ns_len <= static_cast<int>(sizeof last_namespace);
+  if (cacheable && ns_len == last_namespace_len && std::memcmp(last_namespace, VARDATA_ANY(ns), ns_len) == 0)
+    return last_namespace_bits;
   if (keyed != nullptr) {
     keyed->reset();
     keyed->update(&kind, 1);
@@ -195,6 +267,11 @@ uint64 tag_bits(char kind, const text* ns, const text* key) {
     const core::Digest d = keyed->finish();
     uint64 bits = 0;
     for (int i = 0; i < 8; ++i) bits = bits << 8 | d[i];
+    if (cacheable) {
+      std::memcpy(last_namespace, VARDATA_ANY(ns), ns_len);
+      last_namespace_len = ns_len;
+      last_namespace_bits = bits;
+    }
     return bits;
   }
   uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(ns)), VARSIZE_ANY_EXHDR(ns),
@@ -212,7 +289,7 @@ LOCKTAG tag_of(uint64 bits, uint16 field4) {
 
 // An index scan of the primary key for (ns, key) under snapshot.
 IndexScanDesc scan_key(Relation table, Relation index, Snapshot snapshot, ScanKeyData (&keys)[2]) {
-  IndexScanDesc scan = index_beginscan(table, index, snapshot, 2, 0);
+  IndexScanDesc scan = compat::index_beginscan(table, index, snapshot, 2, 0);
   index_rescan(scan, keys, 2, nullptr, 0);
   return scan;
 }
@@ -237,6 +314,25 @@ void register_record_invalidation() { CacheRegisterRelcacheCallback(forget_relat
 Registry registry() { return relations().registry; }
 
 bool fenced_schema() { return relations().fenced; }
+
+Layout writable_layout() {
+  for (;;) {
+    const Oid table = relations().table;
+    LockRelationOid(table, RowExclusiveLock);
+    Relations r = relations();
+    if (r.table != table) continue;  // reinstalled meanwhile
+    if (r.layout_known) return r.layout;
+    // Looked at under the lock, never before: the table's indexes, triggers
+    // and constraints cannot change while it is held.
+    const uint64 read_at = generation;
+    if (r.fenced && OidIsValid(r.layout.fence_seq)) r.layout.expires_index = direct_index(r.table, r.pkey);
+    r.layout.direct = OidIsValid(r.layout.expires_index);
+    if (generation != read_at) continue;
+    cached.layout = r.layout;
+    cached.layout_known = true;
+    return r.layout;
+  }
+}
 
 LOCKTAG lock_key(const text* ns, const text* key) {
   const LOCKTAG tag = tag_of(tag_bits('k', ns, key), key_lock_field4);

@@ -32,6 +32,41 @@ Registry registry();
 // from idem_fence_seq, and lock tags are keyed with the store's secret.
 bool fenced_schema();
 
+// Column numbers of idempotency_record, as the install scripts create it.
+enum Column : AttrNumber {
+  col_namespace = 1,
+  col_key_value,
+  col_status,
+  col_request_hash,
+  col_request_payload,
+  col_result_payload,
+  col_error_payload,
+  col_created_at,
+  col_updated_at,
+  col_expires_at,
+  col_attempt,  // 0.4.0
+  col_fence,    // 0.5.0
+};
+
+// Where the store's rows are, for writing them through heapam (write.cpp).
+// direct is false when the table is not exactly what the install scripts
+// made (an operator's index, trigger, rule, constraint or column) or the
+// schema is older than 0.5.0: the writes then go through SQL, which honours
+// what was added.
+struct Layout {
+  Oid table;
+  Oid pkey;
+  Oid expires_index;  // the index on expires_at
+  Oid fence_seq;      // idem_fence_seq
+  bool direct;
+};
+// The layout as it stands under RowExclusiveLock on the table, which this
+// takes first, as INSERT and UPDATE do: while it is held no index, trigger
+// or constraint can be added that the writes of this transaction would
+// miss (CREATE INDEX CONCURRENTLY waits for the transaction to end and then
+// indexes its rows).
+Layout writable_layout();
+
 // The per-key lock: a heavyweight lock in the advisory lock space whose tag
 // is (database, 64 bits of HMAC-SHA256(secret, namespace and key)) with a
 // field4 that PostgreSQL's own pg_advisory_* functions never use (they use 1

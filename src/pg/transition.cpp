@@ -18,6 +18,7 @@ extern "C" {
 #include "spi.hpp"
 #include "stats.hpp"
 #include "text.hpp"
+#include "write.hpp"
 
 using namespace idem;
 
@@ -104,6 +105,14 @@ Proof proof_arg(FunctionCallInfo fcinfo, int argno, bool fence) {
                       "attempt is the positive number idem_begin answered with fresh, or NULL, not " +
                           std::to_string(attempt) + ".");
   return {Proof::attempt, attempt};
+}
+
+// The proof as the direct writes take it.
+pg::Claim claim_of(const Proof& proof) {
+  return {proof.kind == Proof::fence     ? pg::Claim::fence
+          : proof.kind == Proof::attempt ? pg::Claim::attempt
+                                         : pg::Claim::none,
+          proof.value};
 }
 
 // The proof as its statement's last parameter (int4 or int8).
@@ -242,10 +251,12 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
   const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),     CStringGetTextDatum(status),
                            PointerGetDatum(payload), PointerGetDatum(payload), proof_datum(proof)};
   const char* nulls = committing ? "    n " : "   n  ";
-  const uint64 done = pg::execute(proof.kind == Proof::fence     ? finish_fence
-                                  : proof.kind == Proof::attempt ? finish_attempt
-                                                                 : finish_in_progress,
-                                  values, nulls);
+  const pg::Layout layout = pg::writable_layout();
+  const uint64 done = layout.direct ? pg::finish_claim(layout, ns, key, claim_of(proof), committing, payload)
+                                    : pg::execute(proof.kind == Proof::fence     ? finish_fence
+                                                  : proof.kind == Proof::attempt ? finish_attempt
+                                                                                 : finish_in_progress,
+                                                  values, nulls);
   if (done == 0) not_in_progress(ns, key, given_key, committing ? "commit" : "fail", proof);
   pg::finish(ns, key);
   pg::count(committing ? pg::commits : pg::permanent_failures);
@@ -261,10 +272,12 @@ void forget(FunctionCallInfo fcinfo, bool fence) {
   pg::require_read_write(given_key, "idem_fail_transient", "fail");
   text* key = pg::stored_key(given_key, policy);
   const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), proof_datum(proof)};
-  const uint64 done = pg::execute(proof.kind == Proof::fence     ? forget_fence
-                                  : proof.kind == Proof::attempt ? forget_attempt
-                                                                 : forget_in_progress,
-                                  values, "   ");
+  const pg::Layout layout = pg::writable_layout();
+  const uint64 done = layout.direct ? pg::forget_claim(layout, ns, key, claim_of(proof))
+                                    : pg::execute(proof.kind == Proof::fence     ? forget_fence
+                                                  : proof.kind == Proof::attempt ? forget_attempt
+                                                                                 : forget_in_progress,
+                                                  values, "   ");
   if (done == 0) not_in_progress(ns, key, given_key, "fail", proof);
   pg::finish(ns, key);
   pg::count(pg::transient_failures);

@@ -6,6 +6,8 @@
 # would have to write (fresh, or a lease takeover) is refused with SQLSTATE
 # 25006 and a message that says why. The transitions and purge are refused
 # the same way. A read-only transaction on the primary behaves alike.
+# Logical decoding sees the store's writes (made through heapam, not SQL) as
+# it sees any table's: each insert, update and delete with its columns.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -13,7 +15,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
+$primary->init(allows_streaming => 'logical');
 $primary->start;
 $primary->safe_psql('postgres', q{
 	CREATE EXTENSION idempotency;
@@ -125,6 +127,29 @@ is($primary->safe_psql('postgres', q{
 	FROM idempotency.idempotency_record}),
 	'leased/stuck/in_progress n/declined/failed n/later/committed n/paid/committed',
 	'the primary still has exactly its four records');
+
+# Logical decoding: a claim, its commit, and a claim forgotten, as
+# test_decoding shows them.
+$primary->safe_psql('postgres', q{SELECT pg_create_logical_replication_slot('decoded', 'test_decoding')});
+$primary->safe_psql('postgres', q{
+	BEGIN;
+	SELECT idempotency.idem_begin('n', 'decoded', '{"amount": 60}');
+	SELECT idempotency.idem_commit('n', 'decoded', '{"receipt": "r-3"}');
+	SELECT idempotency.idem_begin('n', 'forgotten', '{"amount": 70}');
+	SELECT idempotency.idem_fail_transient('n', 'forgotten');
+	COMMIT;
+});
+my $changes = $primary->safe_psql('postgres', q{
+	SELECT string_agg(regexp_replace(data, '(created|updated|expires)_at\[timestamp with time zone\]:''[^'']*''', '\1_at', 'g'), E'\n')
+	FROM pg_logical_slot_get_changes('decoded', NULL, NULL) WHERE data LIKE 'table %'});
+like($changes, qr/^table idempotency\.idempotency_record: INSERT: namespace\[text\]:'n' key_value\[text\]:'decoded' status\[text\]:'in_progress' .*request_payload\[jsonb\]:'\{"amount": 60\}' result_payload\[jsonb\]:null .*attempt\[integer\]:1 fence\[bigint\]:\d+$/m,
+	'decoding shows the claim inserted');
+like($changes, qr/^table idempotency\.idempotency_record: UPDATE: namespace\[text\]:'n' key_value\[text\]:'decoded' status\[text\]:'committed' .*result_payload\[jsonb\]:'\{"receipt": "r-3"\}'/m,
+	'the commit as an update');
+like($changes, qr/^table idempotency\.idempotency_record: DELETE: namespace\[text\]:'n' key_value\[text\]:'forgotten'$/m,
+	'the forgotten claim as a delete by its primary key');
+is(scalar(() = $changes =~ /^table /mg), 4, 'and nothing else');
+$primary->safe_psql('postgres', q{SELECT pg_drop_replication_slot('decoded')});
 
 $standby->stop;
 $primary->stop;

@@ -1,0 +1,137 @@
+-- direct: with idempotency_record as the install scripts make it, begin,
+-- commit and the failures write its rows through heapam and the btree
+-- access method (src/pg/write.cpp), not through SQL. This checks that the
+-- rows and both indexes are what SQL would have left (amcheck, with every
+-- heap tuple looked up in each index), across HOT and non-HOT updates,
+-- TOASTed payloads, a key forgotten and begun again, and a rolled-back
+-- claim; and that anything an operator adds to the table (a trigger, a
+-- CHECK constraint, an index) sends the writes back through SQL, which
+-- honours it, in a session that wrote directly before and after.
+CREATE EXTENSION IF NOT EXISTS amcheck;
+
+CREATE FUNCTION public.indexes_hold_every_row() RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  i regclass;
+BEGIN
+  FOR i IN SELECT indexrelid::regclass FROM pg_index WHERE indrelid = 'idempotency.idempotency_record'::regclass LOOP
+    PERFORM bt_index_parent_check(i, heapallindexed => true);
+  END LOOP;
+  RETURN true;
+END $$;
+
+-- 300 claims with 1 kB requests fill their pages, so the commits cannot
+-- stay on the page (not HOT: each gets new index entries).
+-- (The statistics of this backend's transactions are read as differences
+-- inside one transaction block, since they are flushed only when idle.)
+CREATE VIEW public.writes AS SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
+WHERE relid = 'idempotency.idempotency_record'::regclass;
+BEGIN;
+SELECT n_tup_ins AS ins0, n_tup_upd AS upd0, n_tup_hot_upd AS hot0 FROM public.writes \gset
+SELECT count(*) AS fresh
+FROM generate_series(1, 300) g, idem_begin('direct', 'k' || g, jsonb_build_object('g', g, 'pad', repeat('x', 1000))) b
+WHERE b.kind = 'fresh';
+SELECT count(*) AS committed
+FROM generate_series(1, 300) g, LATERAL (SELECT idem_commit('direct', 'k' || g, jsonb_build_object('r', g))) c;
+SELECT n_tup_ins - :ins0 AS inserted, n_tup_upd - :upd0 AS updated, n_tup_hot_upd - :hot0 < 10 AS few_hot
+FROM public.writes;
+COMMIT;
+SELECT public.indexes_hold_every_row();
+
+-- Each replays its own result, found through the primary key.
+SELECT count(*) FILTER (WHERE b.kind = 'prior_result' AND b.result = jsonb_build_object('r', g)) AS replayed
+FROM generate_series(1, 300) g, idem_begin('direct', 'k' || g, jsonb_build_object('g', g, 'pad', repeat('x', 1000))) b;
+
+-- Payloads large enough to be TOASTed, in the request and in the result,
+-- and a permanent failure.
+BEGIN;
+SELECT n_tup_upd AS upd0, n_tup_hot_upd AS hot0 FROM public.writes \gset
+SELECT kind FROM idem_begin('direct', 'big', jsonb_build_object('pad', (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 4000) g)));
+SELECT idem_commit('direct', 'big', jsonb_build_object('pad', (SELECT string_agg(md5((-g)::text), '') FROM generate_series(1, 4000) g)));
+SELECT kind FROM idem_begin('direct', 'error', '{}');
+SELECT idem_fail_permanent('direct', 'error', '{"class_tag": "declined", "message": "card declined"}');
+-- These pages had room: the updates were HOT (no index entries).
+SELECT n_tup_upd - :upd0 AS updated, n_tup_hot_upd - :hot0 AS hot FROM public.writes;
+COMMIT;
+SELECT kind, result = jsonb_build_object('pad', (SELECT string_agg(md5((-g)::text), '') FROM generate_series(1, 4000) g)) AS same_result
+FROM idem_begin('direct', 'big', jsonb_build_object('pad', (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 4000) g)));
+SELECT kind, error FROM idem_begin('direct', 'error', '{}');
+-- The TOASTed request the commit carried over to the new version is whole.
+SELECT request_payload = jsonb_build_object('pad', (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 4000) g)) AS same_request,
+       (SELECT pg_relation_size(reltoastrelid) > 0 FROM pg_class WHERE oid = 'idempotency.idempotency_record'::regclass) AS toasted
+FROM idempotency_record WHERE namespace = 'direct' AND key_value = 'big';
+
+-- Forgotten and begun again in one transaction, and a claim rolled back:
+-- the dead versions stay in the indexes until vacuum, and nothing else.
+BEGIN;
+SELECT kind FROM idem_begin('direct', 'again', '{"n": 1}');
+SELECT idem_fail_transient('direct', 'again');
+SELECT kind FROM idem_begin('direct', 'again', '{"n": 2}');
+SELECT idem_commit('direct', 'again', '{"second": true}');
+COMMIT;
+BEGIN;
+SELECT kind FROM idem_begin('direct', 'rolled-back', '{}');
+ROLLBACK;
+SELECT key_value, status, request_payload, result_payload FROM idempotency_record
+WHERE namespace = 'direct' AND key_value IN ('again', 'rolled-back');
+SELECT public.indexes_hold_every_row();
+
+-- A trigger an operator adds sees every write (they go through SQL); once
+-- it is dropped, the same session writes directly again.
+CREATE TABLE public.audit (op text, key_value text, status text);
+CREATE FUNCTION public.audit_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.audit SELECT TG_OP, r.key_value, r.status FROM (SELECT (CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END).*) r;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER audit AFTER INSERT OR UPDATE OR DELETE ON idempotency_record
+  FOR EACH ROW EXECUTE FUNCTION public.audit_record();
+BEGIN;
+SELECT kind FROM idem_begin('direct', 'audited', '{}');
+SELECT idem_commit('direct', 'audited', '{}');
+SELECT kind FROM idem_begin('direct', 'audited-2', '{}');
+SELECT idem_fail_transient('direct', 'audited-2');
+COMMIT;
+DROP TRIGGER audit ON idempotency_record;
+BEGIN;
+SELECT kind FROM idem_begin('direct', 'unaudited', '{}');
+SELECT idem_commit('direct', 'unaudited', '{}');
+COMMIT;
+SELECT * FROM public.audit;
+
+-- A CHECK constraint is honoured while it exists (NOT VALID: it holds for
+-- the rows written from now on).
+ALTER TABLE idempotency_record ADD CONSTRAINT no_failures CHECK (status <> 'failed') NOT VALID;
+BEGIN;
+SELECT kind FROM idem_begin('direct', 'checked', '{}');
+SAVEPOINT s;
+\set VERBOSITY terse
+SELECT idem_fail_permanent('direct', 'checked', '{"class_tag": "declined", "message": "card declined"}');
+\set VERBOSITY default
+ROLLBACK TO s;
+SELECT status FROM idempotency_record WHERE namespace = 'direct' AND key_value = 'checked';
+ALTER TABLE idempotency_record DROP CONSTRAINT no_failures;
+SELECT idem_fail_permanent('direct', 'checked', '{"class_tag": "declined", "message": "card declined"}');
+COMMIT;
+SELECT status FROM idempotency_record WHERE namespace = 'direct' AND key_value = 'checked';
+
+-- An index an operator adds gets an entry for every row written while it
+-- exists, and the writes are direct again once it is gone.
+CREATE INDEX record_status_idx ON idempotency_record (status);
+BEGIN;
+SELECT kind FROM idem_begin('direct', 'indexed', '{}');
+SELECT idem_commit('direct', 'indexed', '{}');
+COMMIT;
+SELECT public.indexes_hold_every_row();
+SELECT key_value FROM idempotency_record WHERE status = 'committed' AND key_value LIKE 'i%';
+DROP INDEX record_status_idx;
+BEGIN;
+SELECT kind FROM idem_begin('direct', 'unindexed', '{}');
+SELECT idem_commit('direct', 'unindexed', '{}');
+COMMIT;
+SELECT public.indexes_hold_every_row();
+
+DELETE FROM idempotency_record WHERE namespace = 'direct';
+DROP TABLE public.audit;
+DROP FUNCTION public.audit_record();
+DROP FUNCTION public.indexes_hold_every_row();
+DROP VIEW public.writes;

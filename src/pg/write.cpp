@@ -1,0 +1,203 @@
+// write.cpp: the claim, finish and forget writes through heapam (see
+// write.hpp). No C++ object with a destructor is alive in this file while
+// PostgreSQL is called: every function here may raise.
+#include "write.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "commands/sequence.h"
+#include "executor/tuptable.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}
+
+#include <string>
+
+#include "../core/error.hpp"
+#include "compat.hpp"
+
+namespace idem::pg {
+
+namespace {
+
+constexpr int natts = col_fence;
+
+// Inserts the entry for the heap tuple at tid into index (whose one or two
+// columns are values[0..]); unique checks as INSERT makes them.
+void insert_entry(Relation index, Relation table, Datum* values, ItemPointer tid, bool unique, bool unchanged) {
+  bool isnull[2] = {false, false};
+  IndexInfo* info = BuildIndexInfo(index);
+  (void)compat::index_insert(index, values, isnull, tid, table, unique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
+                             unchanged, info);
+}
+
+// Both index entries for the table tuple tup.
+void insert_entries(const Layout& layout, Relation table, const Datum* values, ItemPointer tid, bool unchanged) {
+  Relation pkey = index_open(layout.pkey, RowExclusiveLock);
+  Relation expires = index_open(layout.expires_index, RowExclusiveLock);
+  Datum key_columns[2] = {values[col_namespace - 1], values[col_key_value - 1]};
+  insert_entry(pkey, table, key_columns, tid, true, unchanged);
+  Datum expires_column[2] = {values[col_expires_at - 1], 0};
+  insert_entry(expires, table, expires_column, tid, false, unchanged);
+  index_close(expires, NoLock);
+  index_close(pkey, NoLock);
+}
+
+// The snapshot a transition reads the record with, as UPDATE's would be:
+// the latest under READ COMMITTED, the transaction's under REPEATABLE READ
+// and SERIALIZABLE; either sees this transaction's own earlier writes.
+// Pushed as the active snapshot; the caller pops it.
+Snapshot push_snapshot() {
+  CommandCounterIncrement();
+  PushCopiedSnapshot(IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : GetLatestSnapshot());
+  UpdateActiveSnapshotCommandId();
+  return GetActiveSnapshot();
+}
+
+// Reads the record for (ns, key) under snapshot into values/nulls (with its
+// tid); false when there is none or it is not the in_progress record claim
+// names.
+bool read_claim(Relation table, const Layout& layout, Snapshot snapshot, text* ns, text* key, const Claim& claim,
+                Datum* values, bool* nulls, ItemPointerData* tid) {
+  Relation pkey = index_open(layout.pkey, AccessShareLock);
+  ScanKeyData keys[2];
+  ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(ns));
+  ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(key));
+  IndexScanDesc scan = compat::index_beginscan(table, pkey, snapshot, 2, 0);
+  index_rescan(scan, keys, 2, nullptr, 0);
+  TupleTableSlot* slot = table_slot_create(table, nullptr);
+  bool matches = index_getnext_slot(scan, ForwardScanDirection, slot);
+  if (matches) {
+    slot_getallattrs(slot);
+    const text* status = DatumGetTextPP(slot->tts_values[col_status - 1]);
+    matches = VARSIZE_ANY_EXHDR(status) == 11 && memcmp(VARDATA_ANY(status), "in_progress", 11) == 0;
+    if (matches && claim.kind == Claim::attempt)
+      matches = DatumGetInt32(slot->tts_values[col_attempt - 1]) == claim.value;
+    if (matches && claim.kind == Claim::fence)
+      matches = !slot->tts_isnull[col_fence - 1] && DatumGetInt64(slot->tts_values[col_fence - 1]) == claim.value;
+  }
+  if (matches) {
+    // The new version is formed from these after the buffer is released:
+    // copy what is not passed by value.
+    const TupleDesc desc = RelationGetDescr(table);
+    for (int i = 0; i < natts; ++i) {
+      nulls[i] = slot->tts_isnull[i];
+      const Form_pg_attribute att = TupleDescAttr(desc, i);
+      values[i] = nulls[i] ? 0 : datumCopy(slot->tts_values[i], att->attbyval, att->attlen);
+    }
+    *tid = slot->tts_tid;
+  }
+  ExecDropSingleTupleTableSlot(slot);
+  index_endscan(scan);
+  index_close(pkey, NoLock);
+  return matches;
+}
+
+// What heap_update or heap_delete answered, for a transition: true when the
+// record was changed, false to look at it again (READ COMMITTED: another
+// transaction changed it and committed while we waited). Raises 40001 where
+// UPDATE would.
+bool changed(TM_Result result) {
+  switch (result) {
+    case TM_Ok:
+      return true;
+    case TM_Updated:
+    case TM_Deleted:
+      if (IsolationUsesXactSnapshot())
+        throw core::Error(core::sqlstate::serialization_failure,
+                          "could not serialize access due to concurrent update",
+                          "Another transaction changed the idempotency record after this transaction's snapshot "
+                          "was taken (REPEATABLE READ or SERIALIZABLE).",
+                          "Retry the transaction.");
+      return false;
+    default:  // TM_SelfModified, TM_Invisible: impossible after CommandCounterIncrement
+      throw core::Error(core::sqlstate::internal_error, "unexpected result updating an idempotency record",
+                        "heap_update or heap_delete answered " + std::to_string(static_cast<int>(result)) + ".");
+  }
+}
+
+// The transition loop shared by finish and forget: read the record, change
+// it, and under READ COMMITTED read it again if a concurrent transaction
+// changed it first. committing/payload are finish's; forgetting deletes.
+bool transition(const Layout& layout, text* ns, text* key, const Claim& claim, bool forgetting, bool committing,
+                Jsonb* payload) {
+  Relation table = table_open(layout.table, RowExclusiveLock);
+  Datum values[natts];
+  bool nulls[natts];
+  bool done = false;
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    const Snapshot snapshot = push_snapshot();
+    ItemPointerData tid;
+    const bool found = read_claim(table, layout, snapshot, ns, key, claim, values, nulls, &tid);
+    PopActiveSnapshot();
+    if (!found) break;
+    TM_FailureData failure;
+    if (forgetting) {
+      if (!changed(heap_delete(table, &tid, GetCurrentCommandId(true), InvalidSnapshot, true, &failure, false)))
+        continue;
+    } else {
+      const int payload_column = committing ? col_result_payload : col_error_payload;
+      values[col_status - 1] = CStringGetTextDatum(committing ? "committed" : "failed");
+      values[payload_column - 1] = PointerGetDatum(payload);
+      nulls[payload_column - 1] = false;
+      values[col_updated_at - 1] = TimestampTzGetDatum(GetCurrentTimestamp());
+      HeapTuple tuple = heap_form_tuple(RelationGetDescr(table), values, nulls);
+      LockTupleMode mode;
+      if (!changed(compat::heap_update(table, &tid, tuple, GetCurrentCommandId(true), &failure, &mode))) continue;
+      // A HOT update (the usual case: no indexed column changed and the
+      // page had room) needs no index entries; otherwise both get one.
+      if (!HeapTupleIsHeapOnly(tuple)) insert_entries(layout, table, values, &tuple->t_self, true);
+    }
+    done = true;
+    break;
+  }
+  table_close(table, NoLock);
+  return done;
+}
+
+}  // namespace
+
+int64 insert_claim(const Layout& layout, text* ns, text* key, Datum request_hash, Jsonb* request,
+                   TimestampTz now, Interval* window) {
+  const int64 fence = nextval_internal(layout.fence_seq, false);
+  Relation table = table_open(layout.table, RowExclusiveLock);
+  Datum values[natts] = {};
+  bool nulls[natts] = {};
+  values[col_namespace - 1] = PointerGetDatum(ns);
+  values[col_key_value - 1] = PointerGetDatum(key);
+  values[col_status - 1] = CStringGetTextDatum("in_progress");
+  values[col_request_hash - 1] = request_hash;
+  values[col_request_payload - 1] = PointerGetDatum(request);
+  nulls[col_request_payload - 1] = request == nullptr;
+  nulls[col_result_payload - 1] = nulls[col_error_payload - 1] = true;
+  values[col_created_at - 1] = values[col_updated_at - 1] = TimestampTzGetDatum(now);
+  values[col_expires_at - 1] =
+      DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(window));
+  values[col_attempt - 1] = Int32GetDatum(1);
+  values[col_fence - 1] = Int64GetDatum(fence);
+  HeapTuple tuple = heap_form_tuple(RelationGetDescr(table), values, nulls);
+  heap_insert(table, tuple, GetCurrentCommandId(true), 0, nullptr);
+  insert_entries(layout, table, values, &tuple->t_self, false);
+  table_close(table, NoLock);
+  return fence;
+}
+
+bool finish_claim(const Layout& layout, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload) {
+  return transition(layout, ns, key, claim, false, committing, payload);
+}
+
+bool forget_claim(const Layout& layout, text* ns, text* key, const Claim& claim) {
+  return transition(layout, ns, key, claim, true, false, nullptr);
+}
+
+}  // namespace idem::pg
