@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""bench.py: the idempotency extension against the bare-SQL ceiling, a
-PL/pgSQL implementation and a client-side implementation, in one run.
+"""bench.py: the idempotency extension against the bare-SQL ceiling (on a
+plain table, and on one with CHECK constraints), a PL/pgSQL implementation
+and a client-side implementation, in one run.
 
 Run through `make bench` (bench/run), which builds and installs the
 extension, starts a private server unless PGHOST/PGPORT name one, and calls
@@ -32,7 +33,7 @@ REQUEST = {"amount": 100, "currency": "EUR", "customer": "c-42",
            "items": [{"sku": "a-1", "qty": 2}, {"sku": "b-7", "qty": 1}]}
 OTHER = dict(REQUEST, amount=101)
 RESULT = {"payment_id": 7, "status": "captured"}
-CONTENDERS = ["extension", "ceiling", "plpgsql", "client"]
+CONTENDERS = ["extension", "ceiling", "constrained", "plpgsql", "client"]
 
 
 def psql(sql, db=None, options=None):
@@ -89,6 +90,13 @@ def run_contender(contender, scenario, clients, duration, sync, ns, nkeys=0, rou
                                          REQUEST, OTHER, RESULT)
         return n / duration, lat
     variables = {"ns": ns, "nkeys": nkeys, "round": round_no}
+    if contender == "constrained":  # the ceiling's statements on the constrained table
+        text = (SCRIPTS / f"ceiling_{scenario}.sql").read_text()
+        with tempfile.NamedTemporaryFile("w", suffix=".sql") as script:
+            script.write(text.replace("ceiling.record", "constrained.record").replace("'ceiling'", "'constrained'"))
+            script.flush()
+            n, lat, _ = pgbench(script.name, clients, duration, sync, variables)
+        return n / duration, lat
     n, lat, _ = pgbench(f"{contender}_{scenario}.sql", clients, duration, sync, variables)
     return n / duration, lat
 
@@ -103,7 +111,7 @@ def prepopulate(nkeys):
     psql(f"""SELECT count(*) FROM generate_series(1, {nkeys}) i,
                     LATERAL idempotency.idem_begin('replay', i::text, '{json.dumps(REQUEST)}') o,
                     LATERAL idempotency.idem_commit('replay', i::text, '{json.dumps(RESULT)}') c""")
-    for contender, digest in (("ceiling", "'\\x' || repeat('00', 32)"),
+    for contender, digest in (("ceiling", "'\\x' || repeat('00', 32)"), ("constrained", "'\\x' || repeat('00', 32)"),
                               ("plpgsql", f"sha256(convert_to('{json.dumps(REQUEST)}'::jsonb::text, 'UTF8'))"),
                               ("client", f"idempotency.idem_request_hash('{json.dumps(REQUEST)}')")):
         psql(f"""INSERT INTO {contender}.record
@@ -141,6 +149,27 @@ def cycle_scenarios(rows, args):
                         check_round(contender, round_no)
             summarize(rows, scenario, "on" if sync == "on" else ("off" if len(syncs) > 1 else "either (read-only)"), per)
             print_progress(rows)
+
+
+def inbackend_scenario(rows, args):
+    """CPU per cycle: n cycles of each contender inside one procedure
+    (bench.cycles), synchronous_commit off, alternating; medians."""
+    n = args.inbackend_cycles
+    order = ["extension", "ceiling", "constrained", "plpgsql"]
+    for scenario in ("fresh", "replay", "mismatch"):
+        seconds = {c: [] for c in order}
+        for rep in range(args.reps):
+            for contender in order[rep % len(order):] + order[:rep % len(order)]:
+                base = (rep * len(order) + order.index(contender) + 1) * 10**9
+                out = psql(f"CALL bench.cycles('{contender}', '{scenario}', {n}, {base}, {args.nkeys})",
+                           options="-c synchronous_commit=off")
+                seconds[contender].append(float(out))
+        for contender, runs in seconds.items():
+            s = statistics.median(runs)
+            rows.append({"scenario": f"in-backend {scenario}", "sync": "off", "contender": contender,
+                         "tps": n / s, "mean_ms": s * 1000 / n, "p99_ms": float("nan"),
+                         "us_per_cycle": s * 1e6 / n})
+        print_progress(rows)
 
 
 def counters_scenario(rows, args):
@@ -322,6 +351,8 @@ def print_progress(rows):
         extra = ""
         if "mb_per_s" in row:
             extra = f"  {row['mb_per_s']:.1f} MB/s"
+        if "us_per_cycle" in row:
+            extra = f"  {row['us_per_cycle']:.1f} us per cycle"
         if "rows_per_s" in row:
             extra = (f"  {row['rows_per_s']:,.0f} rows/s, load p99 {row['p99_during_ms']:.2f} ms during purge"
                      f" vs {row['p99_base_ms']:.2f} ms without, {row['p99_hog_ms']:.2f} ms beside a CPU-bound query")
@@ -341,7 +372,7 @@ def write_outputs(rows, args, elapsed):
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ratio_to_extension(rows)
-    fields = ["scenario", "sync", "contender", "tps", "mean_ms", "p99_ms", "ratio", "mb_per_s", "rows_per_s",
+    fields = ["scenario", "sync", "contender", "tps", "mean_ms", "p99_ms", "ratio", "us_per_cycle", "mb_per_s", "rows_per_s",
               "p99_base_ms", "p99_during_ms", "p99_hog_ms", "samples_during", "purge_s", "load_s"]
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -362,6 +393,8 @@ def write_outputs(rows, args, elapsed):
         other = ""
         if "mb_per_s" in r:
             other = f"{r['mb_per_s']:.1f} MB/s"
+        if "us_per_cycle" in r:
+            other = f"{r['us_per_cycle']:.1f} µs per cycle (CPU: no client)"
         if "rows_per_s" in r:
             other = (f"{r['rows_per_s']:,.0f} rows/s ({r['purge_s']:.1f} s); load p99 {r['p99_during_ms']:.2f} ms during"
                      f" vs {r['p99_base_ms']:.2f} ms without ({r['p99_during_ms'] / r['p99_base_ms']:.2f}x,"
@@ -393,7 +426,7 @@ def chart(rows, out):
         name = r["scenario"] + ("" if r["sync"].startswith("either") else f" (sync {r['sync']})")
         if name not in scenarios:
             scenarios.append(name)
-    contenders = [c for c in ("ceiling", "plpgsql", "client", "built-in") if any(r["contender"] == c for r in picked)]
+    contenders = [c for c in ("ceiling", "constrained", "plpgsql", "client", "built-in") if any(r["contender"] == c for r in picked)]
     if not contenders:
         return  # only groups without contenders ran: nothing to draw
     data = out / "chart.dat"
@@ -426,16 +459,18 @@ def main():
     global DB, THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs and small tables, for iteration")
-    parser.add_argument("--only", default="cycle,counters,fingerprint,purge,growth",
-                        help="comma-separated scenario groups: cycle, counters, fingerprint, purge, growth")
+    parser.add_argument("--only", default="cycle,inbackend,counters,fingerprint,purge,growth",
+                        help="comma-separated scenario groups: cycle, inbackend, counters, fingerprint, purge, growth")
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()
     if args.quick:
         args.duration, args.reps, args.nkeys, args.fingerprint_duration = 2, 2, 10000, 2
         args.purge_rows, args.purge_load, args.growth = 100000, 6, [10**4, 10**5]
+        args.inbackend_cycles = 5000
     else:
         args.duration, args.reps, args.nkeys, args.fingerprint_duration = 5, 3, 100000, 3
         args.purge_rows, args.purge_load, args.growth = 1000000, 20, [10**5, 10**7]
+        args.inbackend_cycles = 20000
     THREADS = max(2, os.cpu_count() or 2)
     DB = "idempotency_bench"
     started = time.time()
@@ -446,10 +481,12 @@ def main():
     rows = []
     groups = args.only.split(",")
     print(f"benchmark ({'quick' if args.quick else 'full'}): {', '.join(groups)}", flush=True)
-    if "cycle" in groups:
+    if "cycle" in groups or "inbackend" in groups:
         prepopulate(args.nkeys)
     if "cycle" in groups:
         cycle_scenarios(rows, args)
+    if "inbackend" in groups:
+        inbackend_scenario(rows, args)
     if "counters" in groups:
         counters_scenario(rows, args)
     if "fingerprint" in groups:

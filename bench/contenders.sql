@@ -1,13 +1,17 @@
--- contenders.sql: the stores the benchmark compares, each on a table of the
--- same shape as idempotency.idempotency_record. Loaded by bench/bench.py
--- into a fresh database.
---   extension  the idempotency extension
---   ceiling    bare statements, no validation, no hashing (bench/scripts/ceiling_*)
---   plpgsql    what a competent user writes instead: regex validation,
---              sha256(convert_to(jsonb::text, 'UTF8')), an advisory lock for
---              in-flight; the same outcomes as the extension
---   client     the same SQL sent statement by statement from a Python client
---              that hashes and validates itself (bench/client_side.py)
+-- contenders.sql: the stores the benchmark compares, each on the table a
+-- user would create for it. Loaded by bench/bench.py into a fresh database.
+--   extension    the idempotency extension
+--   ceiling      bare statements, no validation, no hashing (bench/scripts/ceiling_*),
+--                on a plain table: the columns, primary key and expires_at index, nothing else
+--   constrained  the same statements on the same table with the CHECK constraints
+--                a careful user adds (status, hash length, payload per status)
+--   plpgsql      what a competent user writes instead: regex validation,
+--                sha256(convert_to(jsonb::text, 'UTF8')), an advisory lock for
+--                in-flight; the same outcomes as the extension, on a plain table
+--   client       the same SQL sent statement by statement from a Python client
+--                that hashes and validates itself (bench/client_side.py)
+-- The tables are written out here, not copied from the extension's, so that
+-- nothing the extension does to its own table shapes its baselines.
 CREATE EXTENSION IF NOT EXISTS idempotency;
 
 CREATE SCHEMA bench;
@@ -19,17 +23,40 @@ CREATE TABLE bench.business (contender text NOT NULL, round integer NOT NULL, ke
 CREATE TABLE bench.payloads (id integer PRIMARY KEY, label text NOT NULL, payload jsonb NOT NULL);
 
 CREATE SCHEMA ceiling;
+CREATE SCHEMA constrained;
 CREATE SCHEMA plpgsql;
 CREATE SCHEMA client;
 DO $$
 DECLARE s text;
 BEGIN
-    FOREACH s IN ARRAY ARRAY['ceiling', 'plpgsql', 'client'] LOOP
+    FOREACH s IN ARRAY ARRAY['ceiling', 'constrained', 'plpgsql', 'client'] LOOP
         EXECUTE format($t$
-            CREATE TABLE %I.record (LIKE idempotency.idempotency_record INCLUDING ALL)$t$, s);
+            CREATE TABLE %I.record (
+                namespace       text COLLATE "C" NOT NULL,
+                key_value       text COLLATE "C" NOT NULL,
+                status          text NOT NULL,
+                request_hash    bytea NOT NULL,
+                request_payload jsonb,
+                result_payload  jsonb,
+                error_payload   jsonb,
+                created_at      timestamptz NOT NULL,
+                updated_at      timestamptz NOT NULL,
+                expires_at      timestamptz NOT NULL,
+                attempt         integer NOT NULL DEFAULT 1,
+                fence           bigint,
+                PRIMARY KEY (namespace, key_value));
+            CREATE INDEX ON %I.record (expires_at)$t$, s, s);
     END LOOP;
 END;
 $$;
+ALTER TABLE constrained.record
+    ADD CHECK (status IN ('in_progress', 'committed', 'failed')),
+    ADD CHECK (octet_length(request_hash) = 32),
+    ADD CHECK (CASE status
+                   WHEN 'in_progress' THEN result_payload IS NULL AND error_payload IS NULL
+                   WHEN 'committed'   THEN result_payload IS NOT NULL AND error_payload IS NULL
+                   WHEN 'failed'      THEN result_payload IS NULL AND error_payload IS NOT NULL
+               END);
 
 -- The PL/pgSQL store. Same rules as the extension where a user would write
 -- them: namespace and key checked with regular expressions, fingerprint of
@@ -105,5 +132,75 @@ BEGIN
         RAISE EXCEPTION 'cannot commit an idempotency record that is not in progress'
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+END;
+$$;
+
+-- The in-backend scenario: n cycles of one contender inside one procedure,
+-- with no client, protocol or socket in the way; each cycle is its own
+-- transaction (COMMIT), as each request is. Returns the seconds taken.
+-- fresh: begin + commit of key base + i; replay and mismatch: a begin of
+-- one of the nkeys committed keys of namespace 'replay' with its request or
+-- another. The bare statements are the ceiling's (bench/scripts/ceiling_*).
+CREATE PROCEDURE bench.cycles(contender text, scenario text, n integer, base bigint, nkeys integer,
+                              INOUT seconds float8 DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+    started timestamptz := clock_timestamp();
+    request jsonb := '{"amount": 100, "currency": "EUR", "customer": "c-42", "items": [{"sku": "a-1", "qty": 2}, {"sku": "b-7", "qty": 1}]}';
+    other jsonb := '{"amount": 101, "currency": "EUR", "customer": "c-42", "items": [{"sku": "a-1", "qty": 2}, {"sku": "b-7", "qty": 1}]}';
+    result jsonb := '{"payment_id": 7, "status": "captured"}';
+    k text;
+    r record;
+BEGIN
+    FOR i IN 1..n LOOP
+        k := CASE scenario WHEN 'fresh' THEN (base + i)::text ELSE (i % nkeys + 1)::text END;
+        IF contender = 'extension' THEN
+            IF scenario = 'fresh' THEN
+                PERFORM idempotency.idem_begin('inbackend', k, request);
+                PERFORM idempotency.idem_commit('inbackend', k, result);
+            ELSE
+                PERFORM idempotency.idem_begin('replay', k, CASE scenario WHEN 'replay' THEN request ELSE other END);
+            END IF;
+        ELSIF contender = 'plpgsql' THEN
+            IF scenario = 'fresh' THEN
+                PERFORM plpgsql.idem_begin('inbackend', k, request);
+                PERFORM plpgsql.idem_commit('inbackend', k, result);
+            ELSE
+                PERFORM plpgsql.idem_begin('replay', k, CASE scenario WHEN 'replay' THEN request ELSE other END);
+            END IF;
+        ELSIF contender = 'ceiling' THEN
+            IF scenario = 'fresh' THEN
+                INSERT INTO ceiling.record (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at)
+                VALUES ('inbackend', k, 'in_progress', '\x0000000000000000000000000000000000000000000000000000000000000000', request, now(), now(), now() + interval '1 day')
+                ON CONFLICT DO NOTHING;
+                UPDATE ceiling.record SET status = 'committed', result_payload = result, updated_at = now()
+                WHERE namespace = 'inbackend' AND key_value = k AND status = 'in_progress';
+            ELSE
+                INSERT INTO ceiling.record (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at)
+                VALUES ('replay', k, 'in_progress', '\x0000000000000000000000000000000000000000000000000000000000000000', request, now(), now(), now() + interval '1 day')
+                ON CONFLICT DO NOTHING;
+                SELECT status, request_hash, request_payload, result_payload, error_payload INTO r
+                FROM ceiling.record WHERE namespace = 'replay' AND key_value = k;
+            END IF;
+        ELSIF contender = 'constrained' THEN
+            IF scenario = 'fresh' THEN
+                INSERT INTO constrained.record (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at)
+                VALUES ('inbackend', k, 'in_progress', '\x0000000000000000000000000000000000000000000000000000000000000000', request, now(), now(), now() + interval '1 day')
+                ON CONFLICT DO NOTHING;
+                UPDATE constrained.record SET status = 'committed', result_payload = result, updated_at = now()
+                WHERE namespace = 'inbackend' AND key_value = k AND status = 'in_progress';
+            ELSE
+                INSERT INTO constrained.record (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at)
+                VALUES ('replay', k, 'in_progress', '\x0000000000000000000000000000000000000000000000000000000000000000', request, now(), now(), now() + interval '1 day')
+                ON CONFLICT DO NOTHING;
+                SELECT status, request_hash, request_payload, result_payload, error_payload INTO r
+                FROM constrained.record WHERE namespace = 'replay' AND key_value = k;
+            END IF;
+        ELSE
+            RAISE EXCEPTION 'unknown contender %', contender;
+        END IF;
+        COMMIT;
+    END LOOP;
+    seconds := extract(epoch FROM clock_timestamp() - started);
 END;
 $$;
