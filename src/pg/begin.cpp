@@ -289,8 +289,12 @@ Datum begin(FunctionCallInfo fcinfo) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   Jsonb* request = pg::payload_arg(fcinfo, 2, "request");
-  // The policy is read under the lock that changing it takes, so no begin
-  // can insert a raw key once hash_keys has been switched on.
+  // A caller not granted the namespace is refused before it takes the
+  // namespace's lock, whose tag would show a pg_locks reader which tag is
+  // that namespace's. The policy is then read again under the lock that
+  // changing it takes, so no begin can insert a raw key once hash_keys has
+  // been switched on.
+  (void)pg::authorize(ns);
   pg::lock_namespace(ns, ShareLock);
   const pg::Policy policy = pg::authorize(ns);
   Interval* window = replay_window(fcinfo, 3, policy, ns);
