@@ -68,11 +68,14 @@ SELECT count(*) AS records FROM idempotency_record WHERE key_value LIKE '8e03978
 -- Escapes and white space around the string; what a quoted value may not
 -- hold is a 400 whose detail says which rule failed. Only a value that
 -- starts with a double quote is a string: tokens, byte sequences and
--- anything else are bare keys, taken literally.
+-- anything else are bare keys, taken literally, but never a list of them
+-- (a retry through a proxy that joined a repeated field) nor a value with a
+-- quote inside.
 SELECT h.n, k.key, k.status, k.body ->> 'detail' AS detail
 FROM (VALUES (1, '  "abc"  '), (2, '"a\"b\\c"'), (3, '"abc'), (4, '"a\nb"'), (5, '"ab' || chr(233) || '"'),
              (6, '"a' || chr(9) || 'b"'), (7, '"abc"def'), (8, '"abc", "abc"'), (9, '"abc";v=1'), (10, '""'),
-             (11, 'abc'), (12, ':YWJj:'), (13, 'abc;v=1'), (14, '"' || repeat('k', 256) || '"')) h(n, header),
+             (11, 'abc'), (12, ':YWJj:'), (13, 'abc;v=1'), (14, '"' || repeat('k', 256) || '"'),
+             (15, '8e03978e, 8e03978e'), (16, 'a"b'), (17, chr(160) || '"abc"')) h(n, header),
      idem_http_key('payments', h.header) k
 ORDER BY h.n;
 

@@ -21,12 +21,30 @@ bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
 // "at byte N." for the 0-based offset i.
 std::string position(std::size_t i) { return "at byte " + std::to_string(i + 1) + "."; }
 
+// A bare value (Stripe-style) is a key by the key rules, but not a list
+// (a proxy joins a repeated field as "k, k": a new key would answer fresh)
+// and not a value holding a double quote that does not start it.
+Slice bare_key(Slice header) {
+  for (std::size_t i = 0; i < header.size; ++i) {
+    if (header.data[i] == ',')
+      throw Error(sqlstate::invalid_parameter_value, "invalid idempotency key",
+                  "A bare Idempotency-Key value (one not in double quotes) cannot hold a comma: it holds more than "
+                  "one value (a list, as when duplicate fields are joined), " +
+                      position(i));
+    if (header.data[i] == '"')
+      throw Error(sqlstate::invalid_parameter_value, "invalid idempotency key",
+                  "A bare Idempotency-Key value (one not in double quotes) cannot hold a double quote, at byte " +
+                      std::to_string(i + 1) + "; a quoted key starts with one.");
+  }
+  return parse_key(header);
+}
+
 }  // namespace
 
 Slice header_key(Slice header, char* buffer) {
   std::size_t i = 0;
   while (i < header.size && is_ows(header.data[i])) ++i;
-  if (i == header.size || header.data[i] != '"') return parse_key(header);
+  if (i == header.size || header.data[i] != '"') return bare_key(header);
 
   std::size_t out = 0;
   for (++i;; ++i) {

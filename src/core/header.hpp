@@ -15,7 +15,8 @@ namespace idem::core {
 // second value). Its unescaped content, written to buffer (header.size
 // bytes), is then a key under parse_key's rules. Any other value is a bare
 // key, taken literally under the same rules, so "abc" and abc are the same
-// key. Throws Error(22023) whose detail names the rule that failed.
+// key; a bare value holding a comma (a list) or a double quote is refused.
+// Throws Error(22023) whose detail names the rule that failed.
 Slice header_key(Slice header, char* buffer);
 
 }  // namespace idem::core

@@ -103,8 +103,22 @@ TEST(HeaderKey, OtherItemTypesAreBareKeys) {
   EXPECT_EQ(key_of("abc-123"), "abc-123");
   EXPECT_EQ(key_of(":YWJj:"), ":YWJj:");
   EXPECT_EQ(key_of("abc;v=1"), "abc;v=1");
-  EXPECT_EQ(key_of("a\"b"), "a\"b");
   EXPECT_EQ(key_of("caf\xC3\xA9"), "caf\xC3\xA9");
   EXPECT_EQ(error_of("a\x01z"), "The key contains control character U+0001 at position 2.");
   EXPECT_EQ(error_of(""), "The key is blank: it is empty or only white space.");
+}
+
+// A bare value may hold neither a comma nor a double quote: a proxy that
+// joins a repeated field sends "k, k", which must not become a new key
+// "k, k" (a retry would answer fresh), and a value with a quote that does
+// not start it (after a no-break space, say) is no key either.
+TEST(HeaderKey, BareValuesHoldNoListAndNoQuote) {
+  const std::string list = "A bare Idempotency-Key value (one not in double quotes) cannot hold a comma: ";
+  EXPECT_EQ(error_of("8e03978e, 8e03978e"),
+            list + "it holds more than one value (a list, as when duplicate fields are joined), at byte 9.");
+  EXPECT_EQ(error_of("a,b"), list + "it holds more than one value (a list, as when duplicate fields are joined), at byte 2.");
+  EXPECT_EQ(error_of("a\"b"), "A bare Idempotency-Key value (one not in double quotes) cannot hold a double quote, at "
+                              "byte 2; a quoted key starts with one.");
+  EXPECT_EQ(error_of("\xC2\xA0\"abc\""), "A bare Idempotency-Key value (one not in double quotes) cannot hold a double "
+                                        "quote, at byte 3; a quoted key starts with one.");
 }
