@@ -518,6 +518,48 @@ COMMENT ON FUNCTION idem_http_response(@extschema@.idem_outcome, integer, text) 
 -- A schema created before the extension by another role lets that role drop
 -- the store with DROP SCHEMA ... CASCADE. New installations refuse such a
 -- schema; an existing one is reported here.
+-- Records that 0.4.1's idem_http_key made from a quoted header keep the
+-- double quotes in their key, where 0.5.0 finds the string inside them: a
+-- retry of such a request would begin again. Each finished record still in
+-- its replay window is copied to the key 0.5.0 finds in the same header
+-- (unless a record has that key already). What cannot be copied is
+-- reported: records in progress (a copy would be a second claim that no
+-- worker holds) and the records of namespaces that hash their keys (whose
+-- keys cannot be read), with a warning (a notice would not be shown: an
+-- extension script runs with client_min_messages at warning at least).
+-- docs/operations.md says what to do about them.
+DO $quoted$
+DECLARE
+    running bigint;
+    hashed bigint;
+BEGIN
+    INSERT INTO @extschema@.idempotency_record
+        (namespace, key_value, status, request_hash, request_payload, result_payload, error_payload,
+         created_at, updated_at, expires_at, attempt)
+    SELECT r.namespace, h.key, r.status, r.request_hash, r.request_payload, r.result_payload, r.error_payload,
+           r.created_at, r.updated_at, r.expires_at, r.attempt
+    FROM @extschema@.idempotency_record r
+    CROSS JOIN LATERAL @extschema@.idem_header_key(r.namespace, r.key_value) h
+    WHERE r.key_value OPERATOR(pg_catalog.~~) '"%' AND r.status OPERATOR(pg_catalog.<>) 'in_progress'
+      AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() AND h.key OPERATOR(pg_catalog.<>) r.key_value
+    ON CONFLICT (namespace, key_value) DO NOTHING;
+    SELECT pg_catalog.count(*) INTO running
+    FROM @extschema@.idempotency_record r
+    CROSS JOIN LATERAL @extschema@.idem_header_key(r.namespace, r.key_value) h
+    WHERE r.key_value OPERATOR(pg_catalog.~~) '"%' AND r.status OPERATOR(pg_catalog.=) 'in_progress'
+      AND h.key OPERATOR(pg_catalog.<>) r.key_value;
+    SELECT pg_catalog.count(*) INTO hashed
+    FROM @extschema@.idempotency_record r JOIN @extschema@.idem_namespace_config c USING (namespace)
+    WHERE c.hash_keys AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.now();
+    IF running OPERATOR(pg_catalog.>) 0 OR hashed OPERATOR(pg_catalog.>) 0 THEN
+        RAISE WARNING 'idempotency 0.5.0: % in-progress record% of quoted keys and % record% of namespaces that hash their keys were not copied',
+            running, CASE running WHEN 1 THEN '' ELSE 's' END, hashed, CASE hashed WHEN 1 THEN '' ELSE 's' END
+            USING DETAIL = '0.4.1''s idem_http_key kept the double quotes of a quoted Idempotency-Key header in the key; 0.5.0''s does not. A retry of such a request made before the update begins a new attempt under the key without quotes.',
+                  HINT = 'See "To 0.5.0" in docs/operations.md: until those records end, take keys from quoted headers as 0.4.1 did.';
+    END IF;
+END;
+$quoted$;
+
 DO $check$
 DECLARE
     schema_owner regrole := (SELECT n.nspowner::regrole FROM pg_catalog.pg_namespace n
