@@ -227,8 +227,7 @@ DECLARE
     total bigint := 0;
     batches integer := 0;
     n bigint;
-    default_lease constant interval :=
-        coalesce(nullif(current_setting('idempotency.in_progress_lease', true), ''), '0')::interval;
+    default_lease interval;
 BEGIN
     IF batch_size IS NULL OR batch_size < 1 THEN
         RAISE EXCEPTION 'invalid purge batch size'
@@ -240,13 +239,21 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('max_batches must be a positive integer or NULL, not %s.', max_batches);
     END IF;
+    -- The default lease is the library's setting. Read it once the library
+    -- is loaded (calling any of its functions loads it): before, a value set
+    -- in the session is a placeholder that any role may have set.
+    PERFORM @extschema@.idem_stats_count_purged(0);
+    default_lease := coalesce(nullif(current_setting('idempotency.in_progress_lease', true), ''), '0')::interval;
     LOOP
+        -- A lease is a length of time, as begin counts it (extract(epoch)),
+        -- not a calendar interval added in the purger's time zone.
         WITH doomed AS (
             SELECT r.ctid FROM @extschema@.idempotency_record r
             WHERE r.expires_at < now()
               AND (r.status <> 'in_progress'
-                   OR r.updated_at + coalesce((SELECT c.in_progress_lease FROM @extschema@.idem_namespace_config c
-                                               WHERE c.namespace = r.namespace), default_lease) <= now())
+                   OR extract(epoch FROM now() - r.updated_at)
+                      >= extract(epoch FROM coalesce((SELECT c.in_progress_lease FROM @extschema@.idem_namespace_config c
+                                                      WHERE c.namespace = r.namespace), default_lease)))
             ORDER BY r.expires_at
             LIMIT batch_size
             FOR UPDATE OF r SKIP LOCKED)

@@ -9,11 +9,11 @@ SET client_min_messages = warning;
 DROP EXTENSION idempotency;
 RESET client_min_messages;
 CREATE EXTENSION idempotency VERSION '0.4.1';
-SELECT idem_namespace_configure('hashed', hash_keys => true);
+SELECT namespace FROM idem_namespace_configure('hashed', hash_keys => true);
 
 -- 0.4.1: a client that follows the draft, one that sends the key bare, a
 -- recorded error, one in flight under a lease, and a hashed namespace.
-SELECT idem_namespace_configure('leased', in_progress_lease => '1 hour');
+SELECT namespace FROM idem_namespace_configure('leased', in_progress_lease => '1 hour');
 BEGIN;
 SELECT h.key AS key_041 FROM idem_http_key('payments', '"8e03978e-40d5"') h \gset
 SELECT :'key_041' AS key_in_041;

@@ -120,7 +120,11 @@ void load(Entry* e, const text* ns) {
   if (!nulls[1]) {
     const Interval* lease = DatumGetIntervalP(row[1]);
     e->has_lease = true;
-    e->lease_us = lease->time + (static_cast<int64>(lease->month) * DAYS_PER_MONTH + lease->day) * USECS_PER_DAY;
+    // A length of time, counted as extract(epoch) counts it (idem_purge
+    // does): days of 24 hours, months of 30 days, years of 365.25 days.
+    e->lease_us = lease->time + static_cast<int64>(lease->day) * USECS_PER_DAY +
+                  static_cast<int64>(lease->month / MONTHS_PER_YEAR) * SECS_PER_YEAR * USECS_PER_SEC +
+                  static_cast<int64>(lease->month % MONTHS_PER_YEAR) * DAYS_PER_MONTH * USECS_PER_DAY;
   }
   if (!nulls[2]) e->has_store_request = true, e->store_request = DatumGetBool(row[2]);
   e->hash_keys = DatumGetBool(row[3]);

@@ -7,10 +7,10 @@
 -- included) overrides it; a taken-over record is attempt 2 and can be
 -- finished; this transaction's own record is never taken over; the lease
 -- runs from when the key was claimed, not from when its transaction began;
--- purging never deletes a record whose lease still runs.
+-- purging never deletes a record whose lease still runs, in any time zone.
 BEGIN;
 SET search_path = idempotency, public;
-SELECT plan(16);
+SELECT plan(17);
 
 SELECT dblink_connect('other', format('host=%s port=%s dbname=%s user=%s',
          split_part(current_setting('unix_socket_directories'), ',', 1),
@@ -80,6 +80,18 @@ SELECT is((SELECT n FROM dblink('other', $$SELECT idempotency.idem_purge()$$) AS
           'purge deletes the record whose lease ran out');
 SELECT is((SELECT k FROM dblink('other', $$SELECT key_value FROM idempotency.idempotency_record WHERE namespace = 'lease-purge'$$)
            AS t(k text)), 'running', '  and keeps the one whose lease still runs');
+
+-- A lease is a length of time, whatever the purger's time zone: here one in
+-- which the clocks went forward 25 days ago (a POSIX zone whose summer time
+-- starts then), where 50 calendar days from the claim end an hour early.
+SELECT * FROM dblink('other', $$SELECT namespace FROM idempotency.idem_namespace_configure('lease-dst', in_progress_lease => '50 days 00:30')$$) AS t(ns text);
+SELECT pg_temp.abandoned('lease-dst', 'running', '1200 hours', '-1 second');
+SELECT dblink_exec('other', format('SET TimeZone = %L', format('AAA-10BBB,J%s/0,J%s/0',
+         least(365, extract(doy FROM now() - interval '25 days')::int),
+         (least(365, extract(doy FROM now() - interval '25 days')::int) + 179) % 365 + 1)));
+SELECT is((SELECT n FROM dblink('other', $$SELECT idempotency.idem_purge()$$) AS t(n bigint)), 0::bigint,
+          'purge keeps a record whose lease runs, in any time zone');
+SELECT dblink_exec('other', 'RESET TimeZone');
 
 SELECT dblink_exec('other', $$DELETE FROM idempotency.idem_namespace_config WHERE namespace LIKE 'lease-%'$$);
 SELECT dblink_disconnect('other');
