@@ -574,7 +574,8 @@ DECLARE
     extension_owner regrole := (SELECT e.extowner::regrole FROM pg_catalog.pg_extension e
                                 WHERE e.extname = 'idempotency');
 BEGIN
-    IF schema_owner OPERATOR(pg_catalog.<>) extension_owner THEN
+    IF schema_owner OPERATOR(pg_catalog.<>) extension_owner
+       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) schema_owner) THEN
         RAISE WARNING 'idempotency 0.5.0: schema @extschema@ is owned by role %, not by the extension''s owner %', schema_owner, extension_owner
             USING DETAIL = 'Its owner can drop the store with DROP SCHEMA ... CASCADE.',
                   HINT = format('ALTER SCHEMA @extschema@ OWNER TO %s, unless that role is meant to own it.', extension_owner);

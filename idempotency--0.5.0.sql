@@ -4,10 +4,13 @@
 
 \echo Use "CREATE EXTENSION idempotency" to load this file. \quit
 
--- The schema must be the installer's own and empty: a schema that another
--- role created first would let that role drop the store (DROP SCHEMA ...
--- CASCADE), and objects already in it would sit among the extension's.
--- (CREATE EXTENSION creates the schema for the installer when it is missing.)
+-- The schema must be the installer's own (or a superuser's, who could do
+-- anything its owner can: pg_dump creates the schema and gives it to its
+-- owner before CREATE EXTENSION, and another superuser may restore that)
+-- and empty: a schema that another role created first would let that role
+-- drop the store (DROP SCHEMA ... CASCADE), and objects already in it would
+-- sit among the extension's. (CREATE EXTENSION creates the schema for the
+-- installer when it is missing.)
 DO $check$
 DECLARE
     schema_owner regrole := (SELECT n.nspowner::regrole FROM pg_catalog.pg_namespace n
@@ -24,7 +27,8 @@ DECLARE
                            AND t.typrelid = 0 AND t.typelem = 0) o
                      LIMIT 1);
 BEGIN
-    IF schema_owner OPERATOR(pg_catalog.<>) current_user::regrole THEN
+    IF schema_owner OPERATOR(pg_catalog.<>) current_user::regrole
+       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) schema_owner) THEN
         RAISE EXCEPTION 'schema "@extschema@" is owned by role %, not by %', schema_owner, current_user
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'Its owner could drop the extension''s objects (DROP SCHEMA ... CASCADE) or change their privileges.',

@@ -2,8 +2,9 @@
 -- to create schemas in the database could otherwise create "idempotency"
 -- first, let CREATE EXTENSION fill it, and later drop the store with DROP
 -- SCHEMA ... CASCADE (as the owner of the schema, it may). CREATE EXTENSION
--- refuses a schema another role owns, or one that is not empty; an existing
--- installation in such a schema is reported when it is updated.
+-- refuses a schema another role owns (but a superuser), or one that is not
+-- empty; an existing installation in such a schema is reported when it is
+-- updated.
 \set SHOW_CONTEXT never
 SET client_min_messages = warning;
 DROP EXTENSION idempotency;
@@ -46,6 +47,20 @@ DROP SCHEMA idempotency;
 RESET client_min_messages;
 REVOKE CREATE ON DATABASE :"DBNAME" FROM regress_squatter;
 DROP ROLE regress_squatter;
+-- An empty schema of another superuser is no squat (a superuser can do
+-- anything a schema's owner can): it is what a dump restored by another
+-- superuser holds, since pg_dump creates the schema and gives it to its
+-- owner before CREATE EXTENSION.
+CREATE ROLE regress_other_superuser SUPERUSER;
+CREATE SCHEMA idempotency;
+ALTER SCHEMA idempotency OWNER TO regress_other_superuser;
+CREATE EXTENSION idempotency WITH SCHEMA idempotency;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SET client_min_messages = warning;
+DROP EXTENSION idempotency;
+DROP SCHEMA idempotency;
+RESET client_min_messages;
+DROP ROLE regress_other_superuser;
 -- Where nothing stands in the way, CREATE EXTENSION creates the schema.
 CREATE EXTENSION idempotency;
 SELECT nspowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AS installer_owns_schema
