@@ -789,7 +789,8 @@ COMMENT ON FUNCTION idem_lock_namespace(text) IS
 
 -- Registers a namespace, or replaces its settings: every call states them
 -- all, and a NULL (an omitted argument) follows the GUC. Refuses to change
--- hash_keys while the namespace has records, which would hide them.
+-- hash_keys while the namespace has records, which would hide them, and to
+-- remove its lease while a record claimed under it is in progress.
 -- IntervalStyle is pinned so that a negative part always prints with '-'.
 CREATE FUNCTION idem_namespace_configure(
     namespace text,
@@ -810,8 +811,11 @@ DECLARE
     records bigint;
     keeps_requests boolean :=
         coalesce(store_request, nullif(current_setting('idempotency.store_request', true), '')::boolean, true);
+    default_lease interval;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
+    -- (Read once idem_parse has loaded the library: see idem_purge.)
+    default_lease := coalesce(nullif(current_setting('idempotency.in_progress_lease', true), ''), '0')::interval;
     IF replay_window <= interval '0' OR strpos(replay_window::text, '-') > 0
        OR replay_window >= interval '10000 years' THEN
         RAISE EXCEPTION 'invalid idempotency replay window'
@@ -836,7 +840,9 @@ BEGIN
     END IF;
     -- The row lock orders concurrent configures of one namespace.
     SELECT * INTO old FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
-    IF coalesce(old.hash_keys, false) <> hash_keys OR NOT keeps_requests THEN
+    IF coalesce(old.hash_keys, false) <> hash_keys OR NOT keeps_requests
+       OR (coalesce(old.in_progress_lease, default_lease) > interval '0'
+           AND coalesce(in_progress_lease, default_lease) = interval '0') THEN
         -- Wait for the transactions that began keys in this namespace (they
         -- read the old settings) and hold off new ones until this
         -- transaction ends; then every record is visible to the statements
@@ -851,6 +857,19 @@ BEGIN
                       DETAIL = format('The namespace has %s record%s, stored with hash_keys %s; they would no longer be found.',
                                       records, CASE WHEN records = 1 THEN '' ELSE 's' END, CASE WHEN coalesce(old.hash_keys, false) THEN 'on' ELSE 'off' END),
                       HINT = 'Use a new namespace, or wait until its records have expired and been purged.';
+        END IF;
+    END IF;
+    IF coalesce(old.in_progress_lease, default_lease) > interval '0'
+       AND coalesce(in_progress_lease, default_lease) = interval '0' THEN
+        SELECT count(*) INTO records FROM @extschema@.idempotency_record r
+        WHERE r.namespace = ns AND r.status = 'in_progress';
+        IF records > 0 THEN
+            RAISE EXCEPTION 'cannot remove the in-progress lease of idempotency namespace "%"', ns
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('The namespace has %s record%s in progress, claimed under the lease; without one, nothing could take %s over until %s replay window%s ended.',
+                                      records, CASE WHEN records = 1 THEN '' ELSE 's' END, CASE WHEN records = 1 THEN 'it' ELSE 'them' END,
+                                      CASE WHEN records = 1 THEN 'its' ELSE 'their' END, CASE WHEN records = 1 THEN '' ELSE 's' END),
+                      HINT = 'Let the records in progress be finished or taken over, or end them with idem_fail_transient; then remove the lease.';
         END IF;
     END IF;
     IF NOT keeps_requests THEN

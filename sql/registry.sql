@@ -159,6 +159,17 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT idem_namespace_drop('tiny');
 ROLLBACK;
 
+-- A lease cannot be removed while a claim made under it is in progress:
+-- nothing could take that claim over until its replay window ended.
+SELECT namespace FROM idem_namespace_configure('batch', in_progress_lease => '1 hour');
+BEGIN;
+SELECT kind FROM idem_begin('batch', 'job-1', '{}');
+COMMIT;
+SELECT idem_namespace_configure('batch');
+SELECT in_progress_lease FROM idem_namespaces WHERE namespace = 'batch';
+SELECT idem_fail_transient('batch', 'job-1');
+SELECT namespace, in_progress_lease FROM idem_namespace_configure('batch');
+
 -- Dropping: refused while records exist; grants go with the namespace.
 SELECT idem_namespace_drop('users');
 DELETE FROM idempotency_record WHERE namespace = 'orders';
