@@ -4,7 +4,7 @@
 -- the table; membership in a granted role counts; a revoke takes effect at
 -- once; a hostile search_path changes nothing the functions do.
 BEGIN;
-SELECT plan(42);
+SELECT plan(47);
 
 CREATE ROLE regress_tap_pay;
 CREATE ROLE regress_tap_ship;
@@ -128,6 +128,28 @@ SELECT is(pg_temp.under_hostile_path($$SELECT kind::text FROM idempotency.idem_b
 SELECT lives_ok($$SELECT pg_temp.under_hostile_path('SELECT idempotency.idem_fail_transient(''pay'', ''hostile-2'')')$$,
                 'fail_transient is unaffected by the hostile path');
 RESET ROLE;
+-- The same through SQL: an index an operator added makes the store write
+-- with its SQL statements, which name every object by schema (the functions
+-- pin no search_path). Also hostile: nextval() and clock_timestamp().
+CREATE FUNCTION regress_tap_evil.nextval(regclass) RETURNS bigint LANGUAGE plpgsql AS
+    $$BEGIN RAISE EXCEPTION 'hijacked: nextval()'; END$$;
+CREATE FUNCTION regress_tap_evil.clock_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS
+    $$BEGIN RAISE EXCEPTION 'hijacked: clock_timestamp()'; END$$;
+CREATE INDEX regress_tap_status_idx ON idempotency.idempotency_record (status);
+SET ROLE regress_tap_pay;
+SELECT is(pg_temp.under_hostile_path($$SELECT kind::text FROM idempotency.idem_begin('pay', 'hostile-sql', '{"amount": 5}')$$),
+          'fresh', 'begin through SQL is unaffected by the hostile path');
+SELECT lives_ok($$SELECT pg_temp.under_hostile_path('SELECT idempotency.idem_commit(''pay'', ''hostile-sql'', ''{"ok": true}'')')$$,
+                'commit through SQL is unaffected by the hostile path');
+SELECT throws_ok($$SELECT pg_temp.under_hostile_path('SELECT idempotency.idem_commit(''pay'', ''hostile-sql'', ''{"ok": true}'')')$$,
+                 '55000', 'cannot commit an idempotency record that is not in progress',
+                 'so is the SQL that says why a commit is refused');
+SELECT is(pg_temp.under_hostile_path($$SELECT kind::text FROM idempotency.idem_begin('pay', 'hostile-sql-2', '{}')$$),
+          'fresh', 'a second key begins through SQL');
+SELECT lives_ok($$SELECT pg_temp.under_hostile_path('SELECT idempotency.idem_fail_transient(''pay'', ''hostile-sql-2'')')$$,
+                'fail_transient through SQL is unaffected by the hostile path');
+RESET ROLE;
+DROP INDEX idempotency.regress_tap_status_idx;
 
 SELECT * FROM finish();
 ROLLBACK;
