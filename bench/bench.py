@@ -172,6 +172,21 @@ def inbackend_scenario(rows, args):
         print_progress(rows)
 
 
+def instructions_scenario(rows, args):
+    """Instructions per cycle, counted by callgrind in a single-user backend
+    (bench/instructions): repeatable on a busy machine. tps holds cycles per
+    10^9 instructions, so the ratio column compares as elsewhere."""
+    small, large = (100, 600) if args.quick else (200, 2000)
+    out = subprocess.run([str(HERE / "instructions"), str(small), str(large)], check=True,
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        contender, scenario, per_cycle = line.split()
+        rows.append({"scenario": f"instructions, {scenario}", "sync": "off", "contender": contender,
+                     "tps": 1e9 / int(per_cycle), "mean_ms": float("nan"), "p99_ms": float("nan"),
+                     "instructions": int(per_cycle)})
+    print_progress(rows)
+
+
 def counters_scenario(rows, args):
     """What the counters cost, alternating idempotency.track_counters on and
     off: the fresh cycle over pgbench (synchronous_commit off, so CPU shows),
@@ -353,6 +368,8 @@ def print_progress(rows):
             extra = f"  {row['mb_per_s']:.1f} MB/s"
         if "us_per_cycle" in row:
             extra = f"  {row['us_per_cycle']:.1f} us per cycle"
+        if "instructions" in row:
+            extra = f"  {row['instructions']:,} instructions per cycle"
         if "rows_per_s" in row:
             extra = (f"  {row['rows_per_s']:,.0f} rows/s, load p99 {row['p99_during_ms']:.2f} ms during purge"
                      f" vs {row['p99_base_ms']:.2f} ms without, {row['p99_hog_ms']:.2f} ms beside a CPU-bound query")
@@ -372,7 +389,8 @@ def write_outputs(rows, args, elapsed):
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ratio_to_extension(rows)
-    fields = ["scenario", "sync", "contender", "tps", "mean_ms", "p99_ms", "ratio", "us_per_cycle", "mb_per_s", "rows_per_s",
+    fields = ["scenario", "sync", "contender", "tps", "mean_ms", "p99_ms", "ratio", "us_per_cycle", "instructions",
+              "mb_per_s", "rows_per_s",
               "p99_base_ms", "p99_during_ms", "p99_hog_ms", "samples_during", "purge_s", "load_s"]
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -395,6 +413,8 @@ def write_outputs(rows, args, elapsed):
             other = f"{r['mb_per_s']:.1f} MB/s"
         if "us_per_cycle" in r:
             other = f"{r['us_per_cycle']:.1f} µs per cycle (CPU: no client)"
+        if "instructions" in r:
+            other = f"{r['instructions']:,} instructions per cycle (callgrind; tps column: cycles per 10^9 instructions)"
         if "rows_per_s" in r:
             other = (f"{r['rows_per_s']:,.0f} rows/s ({r['purge_s']:.1f} s); load p99 {r['p99_during_ms']:.2f} ms during"
                      f" vs {r['p99_base_ms']:.2f} ms without ({r['p99_during_ms'] / r['p99_base_ms']:.2f}x,"
@@ -459,8 +479,9 @@ def main():
     global DB, THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs and small tables, for iteration")
-    parser.add_argument("--only", default="cycle,inbackend,counters,fingerprint,purge,growth",
-                        help="comma-separated scenario groups: cycle, inbackend, counters, fingerprint, purge, growth")
+    parser.add_argument("--only", default="cycle,inbackend,instructions,counters,fingerprint,purge,growth",
+                        help="comma-separated scenario groups: cycle, inbackend, instructions, counters, fingerprint,"
+                             " purge, growth")
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()
     if args.quick:
@@ -487,6 +508,8 @@ def main():
         cycle_scenarios(rows, args)
     if "inbackend" in groups:
         inbackend_scenario(rows, args)
+    if "instructions" in groups:
+        instructions_scenario(rows, args)
     if "counters" in groups:
         counters_scenario(rows, args)
     if "fingerprint" in groups:
