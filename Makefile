@@ -30,6 +30,9 @@ ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extensi
 # C++17, every warning an error; PostgreSQL's headers as system headers so
 # their own warnings stay theirs (-isystem wins over PGXS's later -I).
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
+# The release, from the control file: 18's module magic records it (src/pg/compat.hpp).
+IDEM_VERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
+PG_CPPFLAGS += -DIDEM_VERSION='"$(IDEM_VERSION)"'
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror
 SHLIB_LINK = -lcrypto -lstdc++
 

@@ -24,6 +24,7 @@ extern "C" {
 }
 
 #include "../core/error.hpp"
+#include "compat.hpp"
 
 namespace idem::pg {
 
@@ -126,7 +127,7 @@ Probe probe_key(const text* ns, const text* key) {
   ScanKeyData keys[2];
   ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(ns));
   ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(key));
-  IndexScanDesc scan = index_beginscan(table, index, &dirty, 2, 0);
+  IndexScanDesc scan = compat::index_beginscan(table, index, &dirty, 2, 0);
   index_rescan(scan, keys, 2, nullptr, 0);
   TupleTableSlot* slot = table_slot_create(table, nullptr);
 
