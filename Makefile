@@ -4,6 +4,7 @@
 #   make run                      README command 1: dependencies, build, install, private server, demo
 #   make test                     README command 2: every test layer against a private server
 #   make test SLOW=1              the same, with the long versions of the reliability tests (what CI runs)
+#   make test PG=NN               pg_regress, isolation, pgTAP and Perl TAP against PostgreSQL NN (13, 15, 17, 18)
 #   make sanitize                 pg_regress, isolation and pgTAP against an ASan+UBSan build (own PostgreSQL copy)
 #   make fuzz                     libFuzzer + ASan/UBSan targets for src/core/ (FUZZ_RUNS=N or FUZZ_SECONDS=N)
 #   make unittest                 GoogleTest for src/core/ only (no server)
@@ -70,7 +71,7 @@ stop:
 	test/bin/run-demo --stop
 
 test:
-	SLOW=$(SLOW) test/bin/run-tests
+	PGVER=$(PG) SLOW=$(SLOW) test/bin/run-tests
 
 # make fuzz [FUZZ_RUNS=N | FUZZ_SECONDS=N]: test/fuzz/run (needs clang and libclang-rt-14-dev).
 fuzz:
@@ -84,3 +85,4 @@ bench:
 	bench/run $(ARGS)
 
 EXTRA_CLEAN = build output_iso results regression.diffs regression.out tmp_check bench/results/chart.dat
+
