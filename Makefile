@@ -60,7 +60,7 @@ $(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp test/unit/*.hpp
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc -DIDEM_KAT_CSV='"$(CURDIR)/test/kat/vectors.csv"' $(CORE_SRCS) $(UNIT_SRCS) \
 		-lgtest -lgtest_main -lpthread -lcrypto -o $@
 
-.PHONY: unittest run test stop bench fuzz sanitize
+.PHONY: unittest run test stop bench fuzz sanitize dist dist-archive
 unittest: $(UNIT_BIN)
 	$(UNIT_BIN)
 
@@ -84,5 +84,17 @@ sanitize:
 bench:
 	bench/run $(ARGS)
 
-EXTRA_CLEAN = build output_iso results regression.diffs regression.out tmp_check bench/results/chart.dat
+EXTRA_CLEAN = $(EXTENSION)-*.zip build output_iso results regression.diffs regression.out tmp_check bench/results/chart.dat
 
+# make dist: the PGXN release archive that META.json describes,
+# NAME-VERSION.zip holding one folder of that name, made from the committed
+# tree (git archive; .gitattributes leaves out CI and packaging), then
+# validated by test/bin/check-dist. DIST_DIR=dir writes it elsewhere.
+DIST_DIR ?= .
+DIST_ZIP = $(DIST_DIR)/$(EXTENSION)-$(IDEM_VERSION).zip
+dist: dist-archive
+	test/bin/check-dist $(DIST_ZIP)
+
+dist-archive:
+	git -C $(CURDIR) archive --format=zip --prefix=$(EXTENSION)-$(IDEM_VERSION)/ -o $(abspath $(DIST_ZIP)) HEAD
+	@echo $(abspath $(DIST_ZIP))
