@@ -19,7 +19,9 @@ case $PGVER in
   17|18) PG_BIN=$PG_MAJORS_DIR/$PGVER/bin ;;
   *) PG_BIN=/usr/lib/postgresql/$PGVER/bin ;;
 esac
-export PG_CONFIG=${PG_CONFIG:-$PG_BIN/pg_config}
+# Always this major's: a PG_CONFIG inherited from a script that sourced this
+# file for another major (.ci/run does, for 15) would build and install for that one.
+export PG_CONFIG=$PG_BIN/pg_config
 # Client programs that stand in for the major's own in the Perl TAP tests
 # (test/bin/pg-major says which and why); usually absent.
 PG_TOOLS=$PG_MAJORS_DIR/tools-$PGVER
