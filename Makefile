@@ -4,6 +4,7 @@
 #   make run                      README command 1: dependencies, build, install, private server, demo
 #   make test                     README command 2: every test layer against a private server
 #   make test SLOW=1              the same, with the long versions of the reliability tests (what CI runs)
+#   make test PG=NN               pg_regress, isolation, pgTAP and Perl TAP against PostgreSQL NN (13, 15, 17, 18)
 #   make sanitize                 pg_regress, isolation and pgTAP against an ASan+UBSan build (own PostgreSQL copy)
 #   make fuzz                     libFuzzer + ASan/UBSan targets for src/core/ (FUZZ_RUNS=N or FUZZ_SECONDS=N)
 #   make unittest                 GoogleTest for src/core/ only (no server)
@@ -30,6 +31,9 @@ ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extensi
 # C++17, every warning an error; PostgreSQL's headers as system headers so
 # their own warnings stay theirs (-isystem wins over PGXS's later -I).
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
+# The release, from the control file: 18's module magic records it (src/pg/compat.hpp).
+IDEM_VERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
+PG_CPPFLAGS += -DIDEM_VERSION='"$(IDEM_VERSION)"'
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror
 SHLIB_LINK = -lcrypto -lstdc++
 
@@ -56,7 +60,7 @@ $(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp test/unit/*.hpp
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc -DIDEM_KAT_CSV='"$(CURDIR)/test/kat/vectors.csv"' $(CORE_SRCS) $(UNIT_SRCS) \
 		-lgtest -lgtest_main -lpthread -lcrypto -o $@
 
-.PHONY: unittest run test stop bench fuzz sanitize
+.PHONY: unittest run test stop bench fuzz sanitize dist dist-archive
 unittest: $(UNIT_BIN)
 	$(UNIT_BIN)
 
@@ -67,7 +71,7 @@ stop:
 	test/bin/run-demo --stop
 
 test:
-	SLOW=$(SLOW) test/bin/run-tests
+	PGVER=$(PG) SLOW=$(SLOW) test/bin/run-tests
 
 # make fuzz [FUZZ_RUNS=N | FUZZ_SECONDS=N]: test/fuzz/run (needs clang and libclang-rt-14-dev).
 fuzz:
@@ -80,4 +84,17 @@ sanitize:
 bench:
 	bench/run $(ARGS)
 
-EXTRA_CLEAN = build output_iso results regression.diffs regression.out tmp_check bench/results/chart.dat
+EXTRA_CLEAN = $(EXTENSION)-*.zip build output_iso results regression.diffs regression.out tmp_check bench/results/chart.dat
+
+# make dist: the PGXN release archive that META.json describes,
+# NAME-VERSION.zip holding one folder of that name, made from the committed
+# tree (git archive; .gitattributes leaves out CI and packaging), then
+# validated by test/bin/check-dist. DIST_DIR=dir writes it elsewhere.
+DIST_DIR ?= .
+DIST_ZIP = $(DIST_DIR)/$(EXTENSION)-$(IDEM_VERSION).zip
+dist: dist-archive
+	test/bin/check-dist $(DIST_ZIP)
+
+dist-archive:
+	git -C $(CURDIR) archive --format=zip --prefix=$(EXTENSION)-$(IDEM_VERSION)/ -o $(abspath $(DIST_ZIP)) HEAD
+	@echo $(abspath $(DIST_ZIP))

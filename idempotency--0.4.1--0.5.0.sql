@@ -616,3 +616,21 @@ WHERE i.privtype = 'e'
            SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
            WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
              AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')));
+
+-- From PostgreSQL 17 the roles named in pg_init_privs are recorded in
+-- pg_shdepend too, and editing pg_init_privs (above, and in 0.4.0 to
+-- 0.4.1) leaves those records behind: DROP ROLE of a role the 0.3.0 to
+-- 0.4.0 update migrated then fails with "initial privileges for schema
+-- idempotency depend on it". Remove the records of the extension's objects
+-- that name a role no longer in their initial privileges (none before 17).
+DELETE FROM pg_catalog.pg_shdepend d
+WHERE d.deptype = 'i'
+  AND d.dbid = (SELECT db.oid FROM pg_catalog.pg_database db WHERE db.datname = pg_catalog.current_database())
+  AND ((d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.objid = '@extschema@'::pg_catalog.regnamespace)
+       OR (d.classid, d.objid) IN (
+           SELECT dep.classid, dep.objid FROM pg_catalog.pg_depend dep
+           WHERE dep.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND dep.deptype = 'e'
+             AND dep.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')))
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_init_privs i, pg_catalog.aclexplode(i.initprivs) x
+                  WHERE i.classoid = d.classid AND i.objoid = d.objid AND i.objsubid = d.objsubid
+                    AND d.refobjid IN (x.grantee, x.grantor));

@@ -1,10 +1,19 @@
 // compat.hpp: everything in the glue that differs between PostgreSQL
 // majors, one section per concern, each the only PG_VERSION_NUM test for it.
 //
-// Call sites use idem::pg::compat:: and never test PG_VERSION_NUM
-// themselves, so supporting a new major means reading this file, not the
-// whole glue. Each section names the major that changed and what changed;
-// the #else branch is the oldest supported behaviour.
+// Call sites use idem::pg::compat:: (or the IDEM_ macros) and never test
+// PG_VERSION_NUM themselves, so supporting a new major means reading this
+// file, not the whole glue. The majors built and tested are listed in the
+// README (make test PG=NN runs the suites against one).
+//
+// To add an entry:
+//   1. Add a section below: a comment naming the major that changed and
+//      what changed, then an inline function (or, only where a declaration
+//      must be produced, a macro) with the oldest supported behaviour in the
+//      #else branch. Name it after the PostgreSQL function it stands for.
+//   2. Include here any header the newer branch needs, not at the call site.
+//   3. Change each call site to call compat::NAME; nothing else moves.
+//   4. Build against every major (make test PG=NN for each in the README).
 #pragma once
 
 #include "postgres.hpp"
@@ -12,7 +21,25 @@
 extern "C" {
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
 }
+
+// IDEM_VERSION is the control file's default_version, passed by the Makefile.
+#ifndef IDEM_VERSION
+#error "IDEM_VERSION must be defined (the Makefile passes the control file's default_version)"
+#endif
+
+// ---- Module magic -----------------------------------------------------------
+// 18 can record the library's name and version (PG_MODULE_MAGIC_EXT), shown
+// by pg_get_loaded_modules(); before 18 there is only PG_MODULE_MAGIC.
+// Use once, at file scope, inside extern "C".
+#if PG_VERSION_NUM >= 180000
+#define IDEM_PG_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "idempotency", .version = IDEM_VERSION)
+#else
+#define IDEM_PG_MODULE_MAGIC PG_MODULE_MAGIC
+#endif
 
 namespace idem::pg::compat {
 
@@ -25,6 +52,42 @@ inline IndexScanDesc index_beginscan(Relation heap, Relation index, Snapshot sna
   return ::index_beginscan(heap, index, snapshot, nullptr, nkeys, norderbys);
 #else
   return ::index_beginscan(heap, index, snapshot, nkeys, norderbys);
+#endif
+}
+
+// ---- Shared memory requests -------------------------------------------------
+// From 15, a preloaded library must ask for shared memory inside
+// shmem_request_hook; before 15 it asks directly from _PG_init. Call from
+// _PG_init while shared_preload_libraries is processed, once.
+namespace detail {
+inline Size shmem_bytes = 0;
+#if PG_VERSION_NUM >= 150000
+inline shmem_request_hook_type previous_shmem_request = nullptr;
+inline void shmem_request() {
+  if (previous_shmem_request) previous_shmem_request();
+  RequestAddinShmemSpace(shmem_bytes);
+}
+#endif
+}  // namespace detail
+
+inline void request_shmem(Size bytes) {
+  detail::shmem_bytes = bytes;
+#if PG_VERSION_NUM >= 150000
+  detail::previous_shmem_request = shmem_request_hook;
+  shmem_request_hook = detail::shmem_request;
+#else
+  RequestAddinShmemSpace(bytes);
+#endif
+}
+
+// ---- Custom GUC prefix ------------------------------------------------------
+// 15 replaced EmitWarningsOnPlaceholders by MarkGUCPrefixReserved (which also
+// refuses new placeholders under the prefix).
+inline void reserve_guc_prefix(const char* prefix) {
+#if PG_VERSION_NUM >= 150000
+  MarkGUCPrefixReserved(prefix);
+#else
+  EmitWarningsOnPlaceholders(prefix);
 #endif
 }
 

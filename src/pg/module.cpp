@@ -10,13 +10,14 @@ extern "C" {
 }
 
 #include "claims.hpp"
+#include "compat.hpp"
 #include "policy.hpp"
 #include "record.hpp"
 #include "settings.hpp"
 #include "stats.hpp"
 
 extern "C" {
-PG_MODULE_MAGIC;
+IDEM_PG_MODULE_MAGIC;
 void _PG_init(void);
 }
 
@@ -63,11 +64,7 @@ void _PG_init(void) {
       "idempotency.require_registered_namespace", "Whether only registered namespaces may be used.",
       "On turns a namespace that idem_namespace_configure never registered into an error.",
       &idem::pg::require_registered_namespace, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-#if PG_VERSION_NUM >= 150000
-  MarkGUCPrefixReserved("idempotency");
-#else
-  EmitWarningsOnPlaceholders("idempotency");
-#endif
+  idem::pg::compat::reserve_guc_prefix("idempotency");
   idem::pg::register_record_invalidation();
   idem::pg::register_policy_invalidation();
   idem::pg::register_claim_callbacks();

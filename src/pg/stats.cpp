@@ -19,6 +19,7 @@ extern "C" {
 }
 
 #include "../core/error.hpp"
+#include "compat.hpp"
 #include "guard.hpp"
 
 namespace idem::pg {
@@ -34,15 +35,6 @@ struct SharedCounters {
 
 SharedCounters* shared = nullptr;
 shmem_startup_hook_type previous_startup = nullptr;
-#if PG_VERSION_NUM >= 150000
-shmem_request_hook_type previous_request = nullptr;
-
-// PostgreSQL 15 and later ask for shared memory from this hook.
-void request_memory() {
-  if (previous_request) previous_request();
-  RequestAddinShmemSpace(MAXALIGN(sizeof(SharedCounters)));
-}
-#endif
 
 // Finds (or, in the postmaster, creates and zeroes) the counters.
 void attach_memory() {
@@ -64,12 +56,7 @@ void count(Counter c, uint64 n) {
 }
 
 void request_stats_memory() {
-#if PG_VERSION_NUM >= 150000
-  previous_request = shmem_request_hook;
-  shmem_request_hook = request_memory;
-#else
-  RequestAddinShmemSpace(MAXALIGN(sizeof(SharedCounters)));
-#endif
+  compat::request_shmem(MAXALIGN(sizeof(SharedCounters)));
   previous_startup = shmem_startup_hook;
   shmem_startup_hook = attach_memory;
 }

@@ -6,9 +6,25 @@
 
 set -euo pipefail
 
+# The PostgreSQL majors the suites run against (make test PG=NN); README.md
+# and META.json name the same ones (check-release compares). 15 is Debian
+# 12's own and runs every layer; test/bin/pg-major brings the others.
+MAJORS=(13 15 17 18)
 PGVER=${PGVER:-15}
-PG_BIN=/usr/lib/postgresql/$PGVER/bin
-export PG_CONFIG=${PG_CONFIG:-$PG_BIN/pg_config}
+# Where test/bin/pg-major keeps what it downloads and builds (never committed).
+PG_MAJORS_DIR=${IDEM_PG_MAJORS_DIR:-/var/tmp/idempotency-pg}
+# Debian's packages put a major in /usr/lib/postgresql/NN; 17 and 18 are
+# built from Debian's source packages into a private prefix.
+case $PGVER in
+  17|18) PG_BIN=$PG_MAJORS_DIR/$PGVER/bin ;;
+  *) PG_BIN=/usr/lib/postgresql/$PGVER/bin ;;
+esac
+# Always this major's: a PG_CONFIG inherited from a script that sourced this
+# file for another major (.ci/run does, for 15) would build and install for that one.
+export PG_CONFIG=$PG_BIN/pg_config
+# Client programs that stand in for the major's own in the Perl TAP tests
+# (test/bin/pg-major says which and why); usually absent.
+PG_TOOLS=$PG_MAJORS_DIR/tools-$PGVER
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 say() { printf '\n==> %s\n' "$*"; }
@@ -24,12 +40,18 @@ as_server_user() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# Prints those of the Debian packages named that are not installed.
+missing_packages() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
+  done
+}
+
 # Installs the Debian packages named, running apt-get only when one is missing.
 install_packages() {
-  local missing=()
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
+  local missing
+  mapfile -t missing < <(missing_packages "$@")
   [ ${#missing[@]} -eq 0 ] && return 0
   say "installing ${missing[*]}"
   as_root apt-get update -qq
@@ -49,15 +71,16 @@ build_and_install() {
 
 # run_layer NAME COMMAND...: runs one layer (or step) of a test script,
 # records pass or fail; summary LABEL prints them and fails if any failed.
+# Each line of the summary says how long its layer took.
 declare -a SUMMARY=()
 FAILED=0
 run_layer() {
-  local name=$1; shift
+  local name=$1 start=$SECONDS; shift
   say "$name"
   if "$@"; then
-    SUMMARY+=("PASS  $name")
+    SUMMARY+=("PASS  $name ($((SECONDS - start)) s)")
   else
-    SUMMARY+=("FAIL  $name")
+    SUMMARY+=("FAIL  $name ($((SECONDS - start)) s)")
     FAILED=$((FAILED + 1))
   fi
 }
@@ -85,6 +108,64 @@ suite_pgtap() {
   "$psql" -X -q -d idempotency_tap -v ON_ERROR_STOP=1 \
     -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION dblink' -c 'CREATE EXTENSION idempotency' >/dev/null
   (cd "$1" && pg_prove --ext .sql -d idempotency_tap test/pgtap/)
+}
+
+# suite_perl_tap WORK [SKIP...]: the Perl TAP tests (test/t) but those named
+# SKIP, with the PostgreSQL::Test::Cluster of the PostgreSQL whose binaries
+# are in PG_BIN. It runs initdb, which refuses root: when we are root, the
+# tests run as `postgres` from a copy it owns, in WORK/perl.
+suite_perl_tap() {
+  local dir=$1/perl pgxs skip
+  pgxs=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
+  mkdir -p "$dir" && cp -r "$REPO/test/t" "$dir/"
+  for skip in "${@:2}"; do rm "$dir/t/$skip"; done
+  [ "$(id -u)" = 0 ] && chown -R postgres: "$dir"
+  (cd "$dir" && as_server_user env \
+    PATH="$PG_TOOLS:$PG_BIN:$PATH" TESTDIR="$dir" \
+    ${IDEM_LOAD_TRANSACTIONS:+IDEM_LOAD_TRANSACTIONS=$IDEM_LOAD_TRANSACTIONS} \
+    ${IDEM_MEMORY_CYCLES:+IDEM_MEMORY_CYCLES=$IDEM_MEMORY_CYCLES} \
+    PERL5LIB="$pgxs/test/perl" PG_REGRESS="$pgxs/test/regress/pg_regress" \
+    prove t/*.pl) || { cat "$dir"/tmp_check/log/regress_log_* 2>/dev/null | tail -n 60; return 1; }
+}
+
+# copy_tree DEST: the repository's tracked and untracked (not ignored) files
+# as they are in the work tree, without build products, into DEST: a build
+# there tests uncommitted edits and never picks up stale objects (of another
+# major, or of another build's flags).
+copy_tree() {
+  mkdir -p "$1"
+  (cd "$REPO" && git ls-files -z --cached --others --exclude-standard \
+     | xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh \
+     | tar --null -T - -cf -) | tar -xf - -C "$1"
+}
+
+# private_pg_copy ROOT: copies this major's Debian tree (/usr/lib/postgresql/NN
+# and /usr/share/postgresql/NN) into ROOT/usr/..., for an extension installed
+# there (make install DESTDIR=ROOT, dpkg-deb -x) and a server started from
+# ROOT's bin, which loads its libraries and extensions from ROOT (PostgreSQL
+# finds them relative to its own executable; checked here). The system's
+# directories are left alone.
+private_pg_copy() {
+  local root=$1
+  mkdir -p "$root/usr/lib/postgresql" "$root/usr/share/postgresql"
+  cp -a "/usr/lib/postgresql/$PGVER" "$root/usr/lib/postgresql/"
+  cp -a "/usr/share/postgresql/$PGVER" "$root/usr/share/postgresql/"
+  local config=$root/usr/lib/postgresql/$PGVER/bin/pg_config
+  [ "$("$config" --pkglibdir)" = "$root/usr/lib/postgresql/$PGVER/lib" ] \
+    || die "the copied pg_config does not report the copy's pkglibdir"
+  [ "$("$config" --sharedir)" = "$root/usr/share/postgresql/$PGVER" ] \
+    || die "the copied pg_config does not report the copy's sharedir"
+}
+
+# loaded_library SO: a new backend of the server that PG* names loads the
+# extension from exactly the file SO (a full path), not another copy.
+loaded_library() {
+  local maps
+  maps=$("$PG_BIN/psql" -X -A -t -q -d postgres -v ON_ERROR_STOP=1 \
+    -c "LOAD 'idempotency'" -c "SELECT pg_read_file('/proc/self/maps')")
+  grep -q " $1\$" <<<"$maps" || { echo "the backend did not load $1:"; grep idempotency <<<"$maps"; return 1; }
+  ! grep '/idempotency\.so$' <<<"$maps" | grep -v " $1\$" || { echo "the backend mapped another idempotency.so"; return 1; }
+  echo "the backend loads $1"
 }
 
 # Makes dir owned by the server user (when root) and traversable by it.
