@@ -83,7 +83,10 @@ like($err, qr/HINT:  Call idem_begin on the primary\./, 'and a hint that says wh
 # statement_timeout cancels it, never only when the primary commits.
 my $holder = $primary->background_psql('postgres');
 $holder->query_safe(q{BEGIN; SELECT idempotency.idem_begin('n', 'inflight', '{"amount": 60}');});
-$primary->wait_for_catchup($standby);
+# Up to the insert position: the holder's claim is not committed, so its WAL
+# may not be written yet, and the default target (the write position) would
+# not wait for it.
+$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
 my ($timed_out, $waited_out) = (0, '');
 ($ret, $out, $err) = $standby->psql('postgres', q{
 	SET idempotency.in_flight_wait = '1s';
