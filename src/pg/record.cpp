@@ -15,6 +15,8 @@ extern "C" {
 #include "access/tableam.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
+#include "commands/extension.h"
+#include "access/genam.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "storage/lmgr.h"
@@ -27,6 +29,7 @@ extern "C" {
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_namespace.h"
 #include "nodes/pg_list.h"
 #include "utils/relcache.h"
 }
@@ -180,8 +183,28 @@ Oid direct_index(Oid table, Oid pkey) {
   return plain ? expires : InvalidOid;
 }
 
+// Whether Citus keeps relid in its metadata on this node (a distributed,
+// reference or local-metadata table): then it keeps the rows in shard
+// tables, and the relation of that name here is an empty shell.
+bool citus_manages(Oid relid) {
+  if (!OidIsValid(get_extension_oid("citus", true))) return false;
+  const Oid partition = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
+  const Oid by_relid = get_relname_relid("pg_dist_partition_logical_relid_index", PG_CATALOG_NAMESPACE);
+  if (!OidIsValid(partition) || !OidIsValid(by_relid)) return false;
+  Relation rel = table_open(partition, AccessShareLock);
+  ScanKeyData key;
+  ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+  SysScanDesc scan = systable_beginscan(rel, by_relid, true, nullptr, 1, &key);
+  const bool managed = HeapTupleIsValid(systable_getnext(scan));
+  systable_endscan(scan);
+  table_close(rel, AccessShareLock);
+  return managed;
+}
+
 // One look at the catalogs; consistent is false when the primary key found
 // is not the table's (an installation was replaced between the two).
+// Raises 0A000 when Citus manages the store's tables: every answer would
+// come from an empty shell (docs/scale-out.md).
 Relations look_up(bool& consistent) {
   const Oid schema = get_namespace_oid("idempotency", true);
   Relations r;
@@ -196,6 +219,17 @@ Relations look_up(bool& consistent) {
   r.registry.config = get_relname_relid("idem_namespace_config", schema);
   r.registry.grant = get_relname_relid("idem_namespace_grant", schema);
   r.registry.installed = OidIsValid(r.registry.config) && OidIsValid(r.registry.grant);
+  for (const Oid relid : {r.table, r.registry.config, r.registry.grant}) {
+    if (!OidIsValid(relid) || !citus_manages(relid)) continue;
+    const char* name = get_rel_name(relid);
+    throw core::Error(core::sqlstate::feature_not_supported,
+                      "the idempotency store cannot use a table that Citus manages",
+                      std::string("Citus keeps the rows of idempotency.") + name +
+                          " in shards (it is a distributed, reference or local-metadata table), and the table "
+                          "of that name on this node is an empty shell: the store would answer from it, and "
+                          "wrongly.",
+                      "Keep the store's tables out of Citus; docs/scale-out.md says how to recover them.");
+  }
   r.registry.owner = owner_of(r.table);
   r.secret = get_relname_relid("idem_lock_secret", schema);
   r.fenced = OidIsValid(r.secret) && get_attnum(r.table, "fence") == col_fence;
