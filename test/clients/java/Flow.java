@@ -375,7 +375,8 @@ public class Flow {
            && "At $: field \"note\" of type public.refund_receipt is missing from the stored value.".equals(d.get("detail"))
            && "The type changed since the result was recorded. Decode it as jsonb, or use a new namespace for the new type.".equals(d.get("hint")),
            "a changed type: ID001 with the detail and hint api.md shows", d);
-        ok(e != null && e.getMessage().contains("Detail: At $: field \"note\""), "getMessage() includes the detail", e);
+        ok(e != null && e.getMessage().contains("Detail: At $: field \"note\"") && e.getMessage().contains("Hint: The type changed"),
+           "getMessage() includes the detail and the hint", e);
         try (Connection c = db.getConnection()) { execute(c, "ALTER TYPE refund_receipt DROP ATTRIBUTE note"); }
 
         // What the guide warns about, with the defaults.

@@ -213,7 +213,7 @@ is_deeply($e, { sqlstate => 'ID001',
           'a changed type: ID001 with the detail and hint api.md shows');
 $e = failure(sub { $dbh->selectrow_array(q{SELECT r.refund_id FROM idempotency.idem_begin_typed('refunds', 'rf-dbd-1', 25::numeric) o,
                                                   idempotency.idem_result(o, NULL::refund_receipt) r}) });
-like($e, qr/^DETAIL:  At \$: field "note"/m, 'errstr (and so $@ under RaiseError) includes the detail');
+like($e, qr/^DETAIL:  At \$: field "note".*^HINT:  The type changed/ms, 'errstr (and so $@ under RaiseError) includes the detail and the hint');
 $dbh->do('ALTER TYPE refund_receipt DROP ATTRIBUTE note');
 
 # What the guide warns about.

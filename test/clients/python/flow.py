@@ -236,7 +236,8 @@ def main():
              "detail": 'At $: field "note" of type public.refund_receipt is missing from the stored value.',
              "hint": "The type changed since the result was recorded. Decode it as jsonb, or use a new namespace for the new type."},
        "a changed type: ID001 with the detail and hint api.md shows", d)
-    ok(isinstance(e, psycopg.Error) and 'DETAIL:  At $: field "note"' in str(e), "str(err) includes the detail", str(e))
+    ok(isinstance(e, psycopg.Error) and 'DETAIL:  At $: field "note"' in str(e) and "HINT:  The type changed" in str(e),
+       "str(err) includes the detail and the hint", str(e))
     conn.execute("ALTER TYPE refund_receipt DROP ATTRIBUTE note")
     conn.commit()
 
@@ -250,6 +251,12 @@ def main():
     ok(isinstance(e, psycopg.errors.InFailedSqlTransaction), "after a caught error, the next statement: 25P02", e)
     conn.rollback()
     ok(conn.execute("SELECT 1").fetchone() == (1,), "after rollback(): the connection works again")
+    conn.rollback()
+    conn.execute("SELECT 1")
+    with conn.transaction():
+        conn.execute("SELECT 1")
+    ok(conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS,
+       "conn.transaction() inside the transaction the first statement opened commits nothing")
     conn.rollback()
     e = failure(conn.execute, "CALL transfer(%s, %s, %s, %s)", ("tr-py-2", 1, 2, 1))
     conn.rollback()
