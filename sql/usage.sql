@@ -8,8 +8,9 @@ CREATE TABLE payments (
 );
 
 -- POST /payments, in one statement: a driver in autocommit mode sends
--- SELECT * FROM create_payment($1, $2) alone; inside an explicit
--- transaction it sends BEGIN, that SELECT and COMMIT as three statements.
+-- SELECT status, headers, body FROM create_payment($1, $2) alone (pgJDBC:
+-- create_payment(?, ?::jsonb)); inside an explicit transaction it sends
+-- BEGIN, that SELECT and COMMIT as three statements, never as one string.
 CREATE FUNCTION create_payment(idempotency_key text, request jsonb,
                                OUT status integer, OUT headers jsonb, OUT body jsonb)
 LANGUAGE plpgsql AS $$
