@@ -206,8 +206,10 @@ def counters_scenario(rows, args):
         tps = [run[0] for run in per[r["contender"]]]
         r["tps_range"] = f"runs from {min(tps):,.0f} to {max(tps):,.0f} tps"
     calls = 300000
-    psql("""SELECT idempotency.idem_begin('counters', 'k', '{"a": 1}');
-            SELECT idempotency.idem_commit('counters', 'k', '{}')""")
+    psql("""BEGIN;
+            SELECT idempotency.idem_begin('counters', 'k', '{"a": 1}');
+            SELECT idempotency.idem_commit('counters', 'k', '{}');
+            COMMIT;""")
     seconds = {"on": [], "off": []}
     for rep in range(3):
         for setting in (("on", "off") if rep % 2 == 0 else ("off", "on")):
