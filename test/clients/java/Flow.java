@@ -410,10 +410,7 @@ public class Flow {
         ok(balances.equals("40,60"), "usage.md's transfer, called twice: moved once", balances);
         e = failure(() -> {
             try (Connection c = db.getConnection(); CallableStatement cs = c.prepareCall("{call transfer(?, ?, ?, ?)}")) {
-                cs.setString(1, "tr-jdbc-2");
-                cs.setInt(2, 1);
-                cs.setInt(3, 2);
-                cs.setBigDecimal(4, BigDecimal.ONE);
+                transferArgs(cs, "tr-jdbc-2");
                 cs.execute();
             }
         });
@@ -421,10 +418,7 @@ public class Flow {
         e = failure(() -> {
             try (Connection c = source("&escapeSyntaxCallMode=callIfNoReturn").getConnection();
                  CallableStatement cs = c.prepareCall("{call transfer(?, ?, ?, ?)}")) {
-                cs.setString(1, "tr-jdbc-2");
-                cs.setInt(2, 1);
-                cs.setInt(3, 2);
-                cs.setBigDecimal(4, BigDecimal.ONE);
+                transferArgs(cs, "tr-jdbc-2");
                 cs.execute();
             }
         });
@@ -433,10 +427,7 @@ public class Flow {
             try (Connection c = db.getConnection()) {
                 c.setAutoCommit(false);
                 try (PreparedStatement ps = c.prepareStatement("CALL transfer(?, ?, ?, ?)")) {
-                    ps.setString(1, "tr-jdbc-3");
-                    ps.setInt(2, 1);
-                    ps.setInt(3, 2);
-                    ps.setBigDecimal(4, BigDecimal.ONE);
+                    transferArgs(ps, "tr-jdbc-3");
                     ps.execute();
                 }
             }
@@ -445,6 +436,14 @@ public class Flow {
 
         System.out.println("1.." + count);
         System.exit(failed == 0 ? 0 : 1);
+    }
+
+    // transfer(key, 1, 2, 1.00)'s arguments, for the ways of calling it.
+    static void transferArgs(PreparedStatement ps, String key) throws SQLException {
+        ps.setString(1, key);
+        ps.setInt(2, 1);
+        ps.setInt(3, 2);
+        ps.setBigDecimal(4, BigDecimal.ONE);
     }
 
     static Response createPaymentInSqlUncast(DataSource db, String header, String requestJson) throws Exception {
