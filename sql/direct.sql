@@ -130,6 +130,42 @@ SELECT idem_commit('direct', 'unindexed', '{}');
 COMMIT;
 SELECT public.indexes_hold_every_row();
 
+-- A publication that publishes updates of a table without a replica
+-- identity: the commit is refused as UPDATE refuses it (a subscriber could
+-- not apply it), and nothing changes.
+SET client_min_messages = error;
+CREATE PUBLICATION direct_pub FOR TABLE idempotency.idempotency_record;
+RESET client_min_messages;
+ALTER TABLE idempotency_record REPLICA IDENTITY NOTHING;
+BEGIN;
+SELECT kind FROM idem_begin('direct', 'published', '{}');
+SAVEPOINT s;
+SELECT idem_commit('direct', 'published', '{}');
+ROLLBACK TO s;
+SELECT idem_fail_transient('direct', 'published');
+ROLLBACK TO s;
+SELECT status FROM idempotency_record WHERE namespace = 'direct' AND key_value = 'published';
+ROLLBACK;
+ALTER TABLE idempotency_record REPLICA IDENTITY DEFAULT;
+DROP PUBLICATION direct_pub;
+
+-- Keys looked up in the index's own collation: an operator who gives the
+-- key an ICU collation (the index is rebuilt in its order) still has every
+-- record found, by begin and by commit.
+DELETE FROM idempotency_record WHERE namespace = 'direct';
+BEGIN;
+SELECT count(*) AS fresh FROM generate_series(1, 500) g, idem_begin('direct', CASE WHEN g % 2 = 0 THEN 'A' ELSE 'a' END || g, '{}') b WHERE b.kind = 'fresh';
+SELECT count(*) AS committed FROM generate_series(1, 500) g, LATERAL (SELECT idem_commit('direct', CASE WHEN g % 2 = 0 THEN 'A' ELSE 'a' END || g, '{}')) c;
+COMMIT;
+ALTER TABLE idempotency_record ALTER COLUMN key_value TYPE text COLLATE "en-x-icu";
+BEGIN;
+SELECT b.kind, count(*) FROM generate_series(1, 500) g, idem_begin('direct', CASE WHEN g % 2 = 0 THEN 'A' ELSE 'a' END || g, '{}') b GROUP BY 1 ORDER BY 1;
+SELECT count(*) AS fresh FROM generate_series(501, 700) g, idem_begin('direct', CASE WHEN g % 2 = 0 THEN 'A' ELSE 'a' END || g, '{}') b WHERE b.kind = 'fresh';
+SELECT count(*) AS committed FROM generate_series(501, 700) g, LATERAL (SELECT idem_commit('direct', CASE WHEN g % 2 = 0 THEN 'A' ELSE 'a' END || g, '{}')) c;
+COMMIT;
+ALTER TABLE idempotency_record ALTER COLUMN key_value TYPE text COLLATE "C";
+SELECT public.indexes_hold_every_row();
+
 DELETE FROM idempotency_record WHERE namespace = 'direct';
 DROP TABLE public.audit;
 DROP FUNCTION public.audit_record();

@@ -160,7 +160,7 @@ Oid direct_index(Oid table, Oid pkey) {
   Relation rel = table_open(table, AccessShareLock);
   const TupleDesc desc = RelationGetDescr(rel);
   bool plain = rel->rd_rel->relam == HEAP_TABLE_AM_OID && rel->rd_rel->relkind == RELKIND_RELATION &&
-               !rel->rd_rel->relhastriggers && !rel->rd_rel->relhasrules && !rel->rd_rel->relrowsecurity &&
+               rel->trigdesc == nullptr && rel->rd_rules == nullptr && !rel->rd_rel->relrowsecurity &&
                !rel->rd_rel->relforcerowsecurity && desc->natts == col_fence &&
                (desc->constr == nullptr || desc->constr->num_check == 0);
   for (int i = 0; plain && i < desc->natts; ++i) {
@@ -341,6 +341,29 @@ bool snapshot_sees(Relation table, Relation index, ScanKeyData (&keys)[2], const
   return seen;
 }
 
+// The store's relations, with the table locked in table_mode and the
+// primary key in AccessShareLock, as they are once the locks are held. OIDs
+// read before could name a table or index that was replaced while a lock
+// was awaited (REINDEX CONCURRENTLY, DROP and CREATE EXTENSION in one
+// transaction): then the new ones are locked.
+Relations locked_relations(LOCKMODE table_mode) {
+  for (;;) {
+    const Relations r = relations();
+    LockRelationOid(r.table, table_mode);
+    LockRelationOid(r.pkey, AccessShareLock);
+    // The locks accepted any invalidation that came meanwhile: the cache now
+    // says whether the table or its primary key was replaced before they
+    // were granted (another index under the name, or another installation).
+    const Relations now = relations();
+    if (now.table == r.table && now.pkey == r.pkey &&
+        SearchSysCacheExists1(RELOID, ObjectIdGetDatum(r.table)) &&
+        SearchSysCacheExists1(RELOID, ObjectIdGetDatum(r.pkey)))
+      return now;
+    UnlockRelationOid(r.pkey, AccessShareLock);
+    UnlockRelationOid(r.table, table_mode);
+  }
+}
+
 }  // namespace
 
 void register_record_invalidation() { CacheRegisterRelcacheCallback(forget_relations, 0); }
@@ -348,6 +371,13 @@ void register_record_invalidation() { CacheRegisterRelcacheCallback(forget_relat
 Registry registry() { return relations().registry; }
 
 bool fenced_schema() { return relations().fenced; }
+
+void key_scan_keys(Relation index, const text* ns, const text* key, ScanKeyData (&keys)[2]) {
+  const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
+  for (int i = 0; i < 2; ++i)
+    ScanKeyEntryInitialize(&keys[i], 0, i + 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[i],
+                           F_TEXTEQ, values[i]);
+}
 
 Layout writable_layout() {
   for (;;) {
@@ -382,15 +412,18 @@ void lock_namespace(const text* ns, LOCKMODE mode) {
 }
 
 Probe probe_key(const text* ns, const text* key, const text* given_key) {
-  const Relations r = relations();
-  Relation table = table_open(r.table, AccessShareLock);
-  Relation index = index_open(r.pkey, AccessShareLock);
+  // RowExclusiveLock, as INSERT ... ON CONFLICT takes it, when the begin may
+  // write: taking it only after the probe (a lock upgrade) could deadlock
+  // with REINDEX or CREATE INDEX. A read-only transaction (a standby) may
+  // take only AccessShareLock, and never writes.
+  const Relations r = locked_relations(XactReadOnly ? AccessShareLock : RowExclusiveLock);
+  Relation table = table_open(r.table, NoLock);
+  Relation index = index_open(r.pkey, NoLock);
 
   SnapshotData dirty;
   InitDirtySnapshot(dirty);
   ScanKeyData keys[2];
-  ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(ns));
-  ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(key));
+  key_scan_keys(index, ns, key, keys);
   IndexScanDesc scan = scan_key(table, index, &dirty, keys);
   TupleTableSlot* slot = table_slot_create(table, nullptr);
 

@@ -7,7 +7,9 @@
 #include "postgres.hpp"
 
 extern "C" {
+#include "access/skey.h"
 #include "storage/itemptr.h"
+#include "utils/relcache.h"
 #include "storage/lock.h"
 }
 
@@ -60,6 +62,11 @@ struct Layout {
   Oid fence_seq;      // idem_fence_seq
   bool direct;
 };
+// Scan keys for (ns, key) on the primary key index, in the index's own
+// collations (ScanKeyInit's default, C, would miss rows of an index built
+// with another).
+void key_scan_keys(Relation index, const text* ns, const text* key, ScanKeyData (&keys)[2]);
+
 // The layout as it stands under RowExclusiveLock on the table, which this
 // takes first, as INSERT and UPDATE do: while it is held no index, trigger
 // or constraint can be added that the writes of this transaction would

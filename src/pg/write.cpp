@@ -13,6 +13,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "commands/sequence.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
@@ -70,8 +71,7 @@ bool read_claim(Relation table, const Layout& layout, Snapshot snapshot, text* n
                 Datum* values, bool* nulls, ItemPointerData* tid) {
   Relation pkey = index_open(layout.pkey, AccessShareLock);
   ScanKeyData keys[2];
-  ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(ns));
-  ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(key));
+  key_scan_keys(pkey, ns, key, keys);
   IndexScanDesc scan = compat::index_beginscan(table, pkey, snapshot, 2, 0);
   index_rescan(scan, keys, 2, nullptr, 0);
   TupleTableSlot* slot = table_slot_create(table, nullptr);
@@ -131,6 +131,9 @@ bool changed(TM_Result result) {
 bool transition(const Layout& layout, text* ns, text* key, const Claim& claim, bool forgetting, bool committing,
                 Jsonb* payload) {
   Relation table = table_open(layout.table, RowExclusiveLock);
+  // What UPDATE and DELETE check first: a table published for updates or
+  // deletes needs a replica identity, or subscribers cannot apply them.
+  CheckCmdReplicaIdentity(table, forgetting ? CMD_DELETE : CMD_UPDATE);
   Datum values[natts];
   bool nulls[natts];
   bool done = false;
