@@ -555,31 +555,46 @@ COMMENT ON FUNCTION idem_http_response(@extschema@.idem_outcome, integer, text) 
 -- docs/operations.md says what to do about them.
 DO $quoted$
 DECLARE
+    candidates bigint;
+    copied bigint;
+    unreadable bigint;
     running bigint;
     hashed bigint;
 BEGIN
-    INSERT INTO @extschema@.idempotency_record
-        (namespace, key_value, status, request_hash, request_payload, result_payload, error_payload,
-         created_at, updated_at, expires_at, attempt)
-    SELECT r.namespace, h.key, r.status, r.request_hash, r.request_payload, r.result_payload, r.error_payload,
-           r.created_at, r.updated_at, r.expires_at, r.attempt
-    FROM @extschema@.idempotency_record r
-    CROSS JOIN LATERAL @extschema@.idem_header_key(r.namespace, r.key_value) h
-    WHERE r.key_value OPERATOR(pg_catalog.~~) '"%' AND r.status OPERATOR(pg_catalog.<>) 'in_progress'
-      AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() AND h.key OPERATOR(pg_catalog.<>) r.key_value
-    ON CONFLICT (namespace, key_value) DO NOTHING;
-    SELECT pg_catalog.count(*) INTO running
-    FROM @extschema@.idempotency_record r
-    CROSS JOIN LATERAL @extschema@.idem_header_key(r.namespace, r.key_value) h
-    WHERE r.key_value OPERATOR(pg_catalog.~~) '"%' AND r.status OPERATOR(pg_catalog.=) 'in_progress'
-      AND h.key OPERATOR(pg_catalog.<>) r.key_value;
+    WITH quoted AS (
+        SELECT r.*, h.key AS new_key
+        FROM @extschema@.idempotency_record r
+        CROSS JOIN LATERAL @extschema@.idem_header_key(r.namespace, r.key_value) h
+        WHERE r.key_value OPERATOR(pg_catalog.~~) '"%' AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()
+          AND h.key IS DISTINCT FROM r.key_value),
+    inserted AS (
+        INSERT INTO @extschema@.idempotency_record
+            (namespace, key_value, status, request_hash, request_payload, result_payload, error_payload,
+             created_at, updated_at, expires_at, attempt)
+        SELECT q.namespace, q.new_key, q.status, q.request_hash, q.request_payload, q.result_payload, q.error_payload,
+               q.created_at, q.updated_at, q.expires_at, q.attempt
+        FROM quoted q
+        WHERE q.status OPERATOR(pg_catalog.<>) 'in_progress' AND q.new_key IS NOT NULL
+        ON CONFLICT (namespace, key_value) DO NOTHING
+        RETURNING 1)
+    SELECT (SELECT pg_catalog.count(*) FROM quoted q
+            WHERE q.status OPERATOR(pg_catalog.<>) 'in_progress' AND q.new_key IS NOT NULL),
+           (SELECT pg_catalog.count(*) FROM inserted),
+           (SELECT pg_catalog.count(*) FROM quoted q WHERE q.new_key IS NULL),
+           (SELECT pg_catalog.count(*) FROM quoted q
+            WHERE q.status OPERATOR(pg_catalog.=) 'in_progress' AND q.new_key IS NOT NULL)
+    INTO candidates, copied, unreadable, running;
     SELECT pg_catalog.count(*) INTO hashed
     FROM @extschema@.idempotency_record r JOIN @extschema@.idem_namespace_config c USING (namespace)
     WHERE c.hash_keys AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.now();
-    IF running OPERATOR(pg_catalog.>) 0 OR hashed OPERATOR(pg_catalog.>) 0 THEN
-        RAISE WARNING 'idempotency 0.5.0: % in-progress record% of quoted keys and % record% of namespaces that hash their keys were not copied',
-            running, CASE running WHEN 1 THEN '' ELSE 's' END, hashed, CASE hashed WHEN 1 THEN '' ELSE 's' END
-            USING DETAIL = '0.4.1''s idem_http_key kept the double quotes of a quoted Idempotency-Key header in the key; 0.5.0''s does not. A retry of such a request made before the update begins a new attempt under the key without quotes.',
+    IF candidates OPERATOR(pg_catalog.>) copied OR unreadable OPERATOR(pg_catalog.>) 0
+       OR running OPERATOR(pg_catalog.>) 0 OR hashed OPERATOR(pg_catalog.>) 0 THEN
+        RAISE WARNING 'idempotency 0.5.0: records that may come from quoted Idempotency-Key headers were not carried over'
+            USING DETAIL = pg_catalog.format('Not copied: %s in progress, %s whose key without quotes another record already has, '
+                                             '%s whose quoted key 0.5.0 refuses, and %s of namespaces that hash their keys (which cannot be read). '
+                                             '0.4.1''s idem_http_key kept the double quotes of a quoted header in the key, 0.5.0''s does not: '
+                                             'a retry of such a request made before the update begins a new attempt, gets the other record''s answer, or a 400.',
+                                             running, candidates OPERATOR(pg_catalog.-) copied, unreadable, hashed),
                   HINT = 'See "To 0.5.0" in docs/operations.md: until those records end, take keys from quoted headers as 0.4.1 did.';
     END IF;
 END;

@@ -27,6 +27,16 @@ SELECT kind FROM idem_begin('leased', (SELECT key FROM idem_http_key('leased', '
 SELECT kind FROM idem_begin('hashed', (SELECT key FROM idem_http_key('hashed', '"h-1"')), '{"amount": 9}');
 SELECT idem_commit('hashed', '"h-1"', '{"payment": 3}');
 COMMIT;
+-- Two clients whose keys only 0.4.1 told apart (bare ord-77 and quoted
+-- "ord-77"), and a quoted key that 0.5.0 refuses (blank inside the quotes).
+BEGIN;
+SELECT kind FROM idem_begin('payments', (SELECT key FROM idem_http_key('payments', 'ord-77')), '{"amount": 100}');
+SELECT idem_commit('payments', 'ord-77', '{"payment": "A-1"}');
+SELECT kind FROM idem_begin('payments', (SELECT key FROM idem_http_key('payments', '"ord-77"')), '{"amount": 100}');
+SELECT idem_commit('payments', '"ord-77"', '{"payment": "B-9"}');
+SELECT kind FROM idem_begin('payments', (SELECT key FROM idem_http_key('payments', '"   "')), '{"amount": 5}');
+SELECT idem_commit('payments', '"   "', '{"payment": "C-3"}');
+COMMIT;
 -- A record past its replay window has no retries left to answer.
 BEGIN;
 SELECT kind FROM idem_begin('payments', (SELECT key FROM idem_http_key('payments', '"old-1"')), '{"amount": 1}');
@@ -36,7 +46,8 @@ UPDATE idempotency_record SET expires_at = now() - interval '1 second' WHERE key
 
 -- The update copies each finished record of a quoted key still in its
 -- window to the key 0.5.0 finds in the same header, and warns of what it
--- could not copy.
+-- could not copy: the in-progress one, "ord-77" (its key without quotes is
+-- the other client's), "   " and the hashed one.
 ALTER EXTENSION idempotency UPDATE TO '0.5.0';
 SELECT namespace, key_value, status, result_payload, error_payload
 FROM idempotency_record ORDER BY namespace, key_value;
