@@ -155,7 +155,7 @@ def inbackend_scenario(rows, args):
     """CPU per cycle: n cycles of each contender inside one procedure
     (bench.cycles), synchronous_commit off, alternating; medians."""
     n = args.inbackend_cycles
-    order = ["extension", "ceiling", "constrained", "plpgsql"]
+    order = ["extension", "ceiling", "lean", "constrained", "plpgsql"]
     for scenario in ("fresh", "replay", "mismatch"):
         seconds = {c: [] for c in order}
         for rep in range(args.reps):
@@ -448,7 +448,7 @@ def chart(rows, out):
         name = r["scenario"] + ("" if r["sync"].startswith("either") else f" (sync {r['sync']})")
         if name not in scenarios:
             scenarios.append(name)
-    contenders = [c for c in ("ceiling", "constrained", "plpgsql", "client", "built-in") if any(r["contender"] == c for r in picked)]
+    contenders = [c for c in ("ceiling", "lean", "constrained", "plpgsql", "client", "built-in") if any(r["contender"] == c for r in picked)]
     if not contenders:
         return  # only groups without contenders ran: nothing to draw
     data = out / "chart.dat"

@@ -3,6 +3,9 @@
 --   extension    the idempotency extension
 --   ceiling      bare statements, no validation, no hashing (bench/scripts/ceiling_*),
 --                on a plain table: the columns, primary key and expires_at index, nothing else
+--   lean         (in-backend and instructions only) the cheapest bare statements when
+--                the caller reads first: a replay is one SELECT, a fresh key SELECT + a plain
+--                INSERT (a concurrent duplicate raises 23505) + UPDATE
 --   constrained  the same statements on the same table with the CHECK constraints
 --                a careful user adds (status, hash length, payload per status)
 --   plpgsql      what a competent user writes instead: regex validation,
@@ -181,6 +184,20 @@ BEGIN
                 ON CONFLICT DO NOTHING;
                 SELECT status, request_hash, request_payload, result_payload, error_payload INTO r
                 FROM ceiling.record WHERE namespace = 'replay' AND key_value = k;
+            END IF;
+        ELSIF contender = 'lean' THEN
+            -- Read first, write only what is missing: a replay is one SELECT;
+            -- a fresh key is the SELECT, a plain INSERT (a concurrent
+            -- duplicate raises 23505, which the caller must handle) and the
+            -- UPDATE.
+            SELECT status, request_hash, request_payload, result_payload, error_payload INTO r
+            FROM ceiling.record WHERE namespace = CASE scenario WHEN 'fresh' THEN 'inbackend' ELSE 'replay' END
+                                  AND key_value = k;
+            IF scenario = 'fresh' THEN
+                INSERT INTO ceiling.record (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at)
+                VALUES ('inbackend', k, 'in_progress', '\x0000000000000000000000000000000000000000000000000000000000000000', request, now(), now(), now() + interval '1 day');
+                UPDATE ceiling.record SET status = 'committed', result_payload = result, updated_at = now()
+                WHERE namespace = 'inbackend' AND key_value = k AND status = 'in_progress';
             END IF;
         ELSIF contender = 'constrained' THEN
             IF scenario = 'fresh' THEN
