@@ -108,16 +108,11 @@ def record_table(contender):
 def prepopulate(nkeys):
     """nkeys committed records in namespace 'replay' for every contender, the
     request hashed the way each one hashes it."""
-    psql(f"""SELECT count(*) FROM generate_series(1, {nkeys}) i,
-                    LATERAL idempotency.idem_begin('replay', i::text, '{json.dumps(REQUEST)}') o,
-                    LATERAL idempotency.idem_commit('replay', i::text, '{json.dumps(RESULT)}') c""")
-    for contender, digest in (("ceiling", "'\\x' || repeat('00', 32)"), ("constrained", "'\\x' || repeat('00', 32)"),
-                              ("plpgsql", f"sha256(convert_to('{json.dumps(REQUEST)}'::jsonb::text, 'UTF8'))"),
-                              ("client", f"idempotency.idem_request_hash('{json.dumps(REQUEST)}')")):
-        psql(f"""INSERT INTO {contender}.record
-                 SELECT 'replay', i::text, 'committed', ({digest})::bytea, '{json.dumps(REQUEST)}',
-                        '{json.dumps(RESULT)}', NULL, now(), now(), now() + interval '1 day'
-                 FROM generate_series(1, {nkeys}) i""")
+    psql(f"CALL bench.load_replay({nkeys}, '{json.dumps(REQUEST)}', '{json.dumps(RESULT)}')")
+    psql(f"""INSERT INTO client.record
+             SELECT 'replay', i::text, 'committed', idempotency.idem_request_hash('{json.dumps(REQUEST)}'),
+                    '{json.dumps(REQUEST)}', '{json.dumps(RESULT)}', NULL, now(), now(), now() + interval '1 day'
+             FROM generate_series(1, {nkeys}) i""")
     psql("VACUUM ANALYZE")
 
 

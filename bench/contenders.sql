@@ -138,6 +138,23 @@ BEGIN
 END;
 $$;
 
+-- The committed keys 1..nkeys of namespace 'replay' that the replay and
+-- mismatch scenarios read, for the extension, ceiling (lean reads its table),
+-- constrained and plpgsql, each request hashed the way that contender hashes
+-- it. bench.py (which adds the client's) and bench/instructions load them.
+-- (req and res: idem_begin's output has columns named request and result.)
+CREATE PROCEDURE bench.load_replay(nkeys integer, req jsonb, res jsonb)
+LANGUAGE sql AS $$
+    SELECT count(*) FROM generate_series(1, nkeys) i,
+           LATERAL idempotency.idem_begin('replay', i::text, req) o,
+           LATERAL idempotency.idem_commit('replay', i::text, res) c;
+    INSERT INTO ceiling.record SELECT 'replay', i::text, 'committed', ('\x' || repeat('00', 32))::bytea, req, res, NULL,
+           now(), now(), now() + interval '1 day' FROM generate_series(1, nkeys) i;
+    INSERT INTO constrained.record SELECT * FROM ceiling.record;
+    INSERT INTO plpgsql.record SELECT 'replay', i::text, 'committed', sha256(convert_to(req::text, 'UTF8')),
+           req, res, NULL, now(), now(), now() + interval '1 day' FROM generate_series(1, nkeys) i;
+$$;
+
 -- The in-backend scenario: n cycles of one contender inside one procedure,
 -- with no client, protocol or socket in the way; each cycle is its own
 -- transaction (COMMIT), as each request is. Returns the seconds taken.
