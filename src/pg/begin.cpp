@@ -3,7 +3,6 @@
 #include "postgres.hpp"  // first: PostgreSQL headers need postgres.h before them
 
 #include <algorithm>
-#include <cstring>
 
 extern "C" {
 #include "access/xact.h"

@@ -16,7 +16,6 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "commands/extension.h"
-#include "access/genam.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "storage/lmgr.h"
@@ -321,21 +320,14 @@ LOCKTAG tag_of(uint64 bits, uint16 field4) {
   return tag;
 }
 
-// An index scan of the primary key for (ns, key) under snapshot.
-IndexScanDesc scan_key(Relation table, Relation index, Snapshot snapshot, ScanKeyData (&keys)[2]) {
-  IndexScanDesc scan = compat::index_beginscan(table, index, snapshot, 2, 0);
-  index_rescan(scan, keys, 2, nullptr, 0);
-  return scan;
-}
-
-// Whether the transaction's snapshot sees the version at tid (NULL: any).
+// Whether the transaction's snapshot sees the version at tid.
 // Under SERIALIZABLE the scan also takes the predicate locks that make the
 // read count for serializable snapshot isolation.
 bool snapshot_sees(Relation table, Relation index, ScanKeyData (&keys)[2], const ItemPointerData* tid) {
   IndexScanDesc scan = scan_key(table, index, GetTransactionSnapshot(), keys);
   TupleTableSlot* slot = table_slot_create(table, nullptr);
   const bool seen = index_getnext_slot(scan, ForwardScanDirection, slot) &&
-                    (tid == nullptr || ItemPointerEquals(&slot->tts_tid, const_cast<ItemPointerData*>(tid)));
+                    ItemPointerEquals(&slot->tts_tid, const_cast<ItemPointerData*>(tid));
   ExecDropSingleTupleTableSlot(slot);
   index_endscan(scan);
   return seen;
@@ -379,12 +371,15 @@ void key_scan_keys(Relation index, const text* ns, const text* key, ScanKeyData 
                            F_TEXTEQ, values[i]);
 }
 
+IndexScanDesc scan_key(Relation table, Relation index, Snapshot snapshot, ScanKeyData (&keys)[2]) {
+  IndexScanDesc scan = compat::index_beginscan(table, index, snapshot, 2, 0);
+  index_rescan(scan, keys, 2, nullptr, 0);
+  return scan;
+}
+
 Layout writable_layout() {
   for (;;) {
-    const Oid table = relations().table;
-    LockRelationOid(table, RowExclusiveLock);
-    Relations r = relations();
-    if (r.table != table) continue;  // reinstalled meanwhile
+    Relations r = locked_relations(RowExclusiveLock);
     if (r.layout_known) return r.layout;
     // Looked at under the lock, never before: the table's indexes, triggers
     // and constraints cannot change while it is held.
@@ -473,17 +468,19 @@ Probe probe_key(const text* ns, const text* key, const text* given_key) {
   const bool unseen = check && !snapshot_sees(table, index, keys, &tid) && p.found == Found::row && !p.own;
   index_close(index, NoLock);
   table_close(table, NoLock);
-  if (unseen) {
-    char label[32];
-    key_label(given_key, label);
-    throw core::Error(core::sqlstate::serialization_failure,
-                      std::string("could not serialize access to idempotency key ") + label +
-                          " due to a concurrent change",
-                      "Another transaction recorded or changed the key's record after this transaction's snapshot "
-                      "was taken (REPEATABLE READ or SERIALIZABLE).",
-                      "Retry the transaction.");
-  }
+  if (unseen) concurrent_change(given_key);
   return p;
+}
+
+void concurrent_change(const text* given_key) {
+  char label[32];
+  key_label(given_key, label);
+  throw core::Error(core::sqlstate::serialization_failure,
+                    std::string("could not serialize access to idempotency key ") + label +
+                        " due to a concurrent change",
+                    "Another transaction recorded or changed the key's record after this transaction's snapshot "
+                    "was taken (REPEATABLE READ or SERIALIZABLE).",
+                    "Retry the transaction.");
 }
 
 }  // namespace idem::pg

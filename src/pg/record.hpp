@@ -7,9 +7,11 @@
 #include "postgres.hpp"
 
 extern "C" {
+#include "access/genam.h"
 #include "access/skey.h"
 #include "storage/itemptr.h"
 #include "utils/relcache.h"
+#include "utils/snapshot.h"
 #include "storage/lock.h"
 }
 
@@ -66,6 +68,9 @@ struct Layout {
 // collations (ScanKeyInit's default, C, would miss rows of an index built
 // with another).
 void key_scan_keys(Relation index, const text* ns, const text* key, ScanKeyData (&keys)[2]);
+
+// An index scan of the primary key for those keys under snapshot.
+IndexScanDesc scan_key(Relation table, Relation index, Snapshot snapshot, ScanKeyData (&keys)[2]);
 
 // The layout as it stands under RowExclusiveLock on the table, which this
 // takes first, as INSERT and UPDATE do: while it is held no index, trigger
@@ -124,5 +129,9 @@ struct Probe {
 // as INSERT ... ON CONFLICT does, and SERIALIZABLE registers the read with
 // predicate locks. given_key names the key in messages.
 Probe probe_key(const text* ns, const text* key, const text* given_key);
+
+// Raises 40001 for a key (named by key_label) whose record another
+// transaction recorded or changed after this transaction's snapshot.
+[[noreturn]] void concurrent_change(const text* given_key);
 
 }  // namespace idem::pg

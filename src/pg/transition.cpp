@@ -67,6 +67,10 @@ pg::Statement forget_fence = {FORGET_IN_PROGRESS " AND fence OPERATOR(pg_catalog
                               {TEXTOID, TEXTOID, INT8OID},
                               nullptr};
 
+// Each transition's statement by the kind of proof given (pg::Claim::Kind).
+pg::Statement* const finish_by[] = {&finish_in_progress, &finish_attempt, &finish_fence};
+pg::Statement* const forget_by[] = {&forget_in_progress, &forget_attempt, &forget_fence};
+
 // Why nothing matched: the record as the transaction's snapshot sees it,
 // and as the latest snapshot does (they differ when another transaction
 // changed it after a REPEATABLE READ or SERIALIZABLE snapshot was taken).
@@ -79,17 +83,12 @@ pg::Statement current_fence = {SELECT_RECORD("attempt, fence"), 2, {TEXTOID, TEX
 // (an attempt number passed where the fence belongs) is refused as such.
 constexpr int64 first_fence = INT64CONST(4294967296);
 
-// What a transition was given to prove the record is still its caller's.
-struct Proof {
-  enum Kind { none, attempt, fence } kind;
-  int64 value;
-};
-
-// The proof argument (argno): a fence for the 0.5 entry points, an attempt
+// The proof argument (argno), what a transition was given to prove the
+// record is still its caller's: a fence for the 0.5 entry points, an attempt
 // number for the 0.4 ones (which 0.3.0 declares without the argument).
 // NULL means unfenced.
-Proof proof_arg(FunctionCallInfo fcinfo, int argno, bool fence) {
-  if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return {Proof::none, 0};
+pg::Claim proof_arg(FunctionCallInfo fcinfo, int argno, bool fence) {
+  if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return {pg::Claim::none, 0};
   if (fence) {
     const int64 value = PG_GETARG_INT64(argno);
     if (value < first_fence)
@@ -97,34 +96,26 @@ Proof proof_arg(FunctionCallInfo fcinfo, int argno, bool fence) {
                         "fence is the value idem_begin answered with fresh (its fence column), or NULL, not " +
                             std::to_string(value) + ".",
                         value >= 1 ? "An attempt number is not a fence; pass the outcome's fence." : "");
-    return {Proof::fence, value};
+    return {pg::Claim::fence, value};
   }
   const int32 attempt = PG_GETARG_INT32(argno);
   if (attempt < 1)
     throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency attempt",
                       "attempt is the positive number idem_begin answered with fresh, or NULL, not " +
                           std::to_string(attempt) + ".");
-  return {Proof::attempt, attempt};
-}
-
-// The proof as the direct writes take it.
-pg::Claim claim_of(const Proof& proof) {
-  return {proof.kind == Proof::fence     ? pg::Claim::fence
-          : proof.kind == Proof::attempt ? pg::Claim::attempt
-                                         : pg::Claim::none,
-          proof.value};
+  return {pg::Claim::attempt, attempt};
 }
 
 // The proof as its statement's last parameter (int4 or int8).
-Datum proof_datum(const Proof& proof) {
-  return proof.kind == Proof::attempt ? Int32GetDatum(static_cast<int32>(proof.value)) : Int64GetDatum(proof.value);
+Datum proof_datum(const pg::Claim& proof) {
+  return proof.kind == pg::Claim::attempt ? Int32GetDatum(static_cast<int32>(proof.value)) : Int64GetDatum(proof.value);
 }
 
 // Called when no in_progress row matched: says why, with SQLSTATE 55000, or
 // 40001 when the record changed after the transaction's snapshot. Every
 // PostgreSQL call comes first; strings are built only to throw. given_key is
 // the caller's key, named in the message only by key_label.
-[[noreturn]] void not_in_progress(text* ns, text* key, const text* given_key, const char* action, Proof proof) {
+[[noreturn]] void not_in_progress(text* ns, text* key, const text* given_key, const char* action, pg::Claim proof) {
   char label[32];
   pg::key_label(given_key, label);
   const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
@@ -137,12 +128,7 @@ Datum proof_datum(const Proof& proof) {
     bool latest_none = true;
     pg::execute(latest_status, values, "  ", &latest, &latest_none);
     if (latest_none != none || (!none && !pg::same_bytes(status_text, DatumGetTextPP(latest))))
-      throw core::Error(core::sqlstate::serialization_failure,
-                        std::string("could not serialize access to idempotency key ") + label +
-                            " due to a concurrent change",
-                        "Another transaction recorded or changed the key's record after this transaction's "
-                        "snapshot was taken (REPEATABLE READ or SERIALIZABLE).",
-                        "Retry the transaction.");
+      pg::concurrent_change(given_key);
   }
   if (none)
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
@@ -150,7 +136,7 @@ Datum proof_datum(const Proof& proof) {
                       "No record exists for key " + std::string(label) + " in namespace \"" + pg::string_of(ns) +
                           "\" (or it belongs to a transaction that has not committed); "
                           "idem_begin must answer fresh first.");
-  if (proof.kind == Proof::fence && pg::string_of(status_text) == "in_progress") {
+  if (proof.kind == pg::Claim::fence && pg::string_of(status_text) == "in_progress") {
     Datum row[2];
     bool unknown[2] = {true, true};
     pg::execute(current_fence, values, "  ", row, unknown);
@@ -170,7 +156,7 @@ Datum proof_datum(const Proof& proof) {
                           "; no begin has answered the fence given for it. Pass the fence that idem_begin answered "
                           "with fresh.");
   }
-  if (proof.kind == Proof::attempt && pg::string_of(status_text) == "in_progress") {
+  if (proof.kind == pg::Claim::attempt && pg::string_of(status_text) == "in_progress") {
     Datum current;
     bool unknown = true;
     pg::execute(current_attempt, values, "  ", &current, &unknown);
@@ -241,7 +227,7 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
   text* given_key = pg::key_arg(fcinfo, 1);
   const char* status = committing ? "committed" : "failed";
   Jsonb* payload = pg::payload_arg(fcinfo, 2, committing ? "result" : "error");
-  const Proof proof = proof_arg(fcinfo, 3, fence);
+  const pg::Claim proof = proof_arg(fcinfo, 3, fence);
   const pg::Policy policy = pg::authorize(ns);
   pg::check_payload_size(payload, committing ? "result" : "error", ns, policy);
   if (!committing) check_error_payload(payload);
@@ -252,11 +238,8 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
                            PointerGetDatum(payload), PointerGetDatum(payload), proof_datum(proof)};
   const char* nulls = committing ? "    n " : "   n  ";
   const pg::Layout layout = pg::writable_layout();
-  const uint64 done = layout.direct ? pg::finish_claim(layout, ns, key, claim_of(proof), committing, payload)
-                                    : pg::execute(proof.kind == Proof::fence     ? finish_fence
-                                                  : proof.kind == Proof::attempt ? finish_attempt
-                                                                                 : finish_in_progress,
-                                                  values, nulls);
+  const uint64 done = layout.direct ? pg::finish_claim(layout, ns, key, proof, committing, payload)
+                                    : pg::execute(*finish_by[proof.kind], values, nulls);
   if (done == 0) not_in_progress(ns, key, given_key, committing ? "commit" : "fail", proof);
   pg::finish(ns, key);
   pg::count(committing ? pg::commits : pg::permanent_failures);
@@ -267,17 +250,14 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
 void forget(FunctionCallInfo fcinfo, bool fence) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
-  const Proof proof = proof_arg(fcinfo, 2, fence);
+  const pg::Claim proof = proof_arg(fcinfo, 2, fence);
   const pg::Policy policy = pg::authorize(ns);
   pg::require_read_write(given_key, "idem_fail_transient", "fail");
   text* key = pg::stored_key(given_key, policy);
   const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), proof_datum(proof)};
   const pg::Layout layout = pg::writable_layout();
-  const uint64 done = layout.direct ? pg::forget_claim(layout, ns, key, claim_of(proof))
-                                    : pg::execute(proof.kind == Proof::fence     ? forget_fence
-                                                  : proof.kind == Proof::attempt ? forget_attempt
-                                                                                 : forget_in_progress,
-                                                  values, "   ");
+  const uint64 done = layout.direct ? pg::forget_claim(layout, ns, key, proof)
+                                    : pg::execute(*forget_by[proof.kind], values, "   ");
   if (done == 0) not_in_progress(ns, key, given_key, "fail", proof);
   pg::finish(ns, key);
   pg::count(pg::transient_failures);

@@ -7,7 +7,6 @@ extern "C" {
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
-#include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -15,7 +14,6 @@ extern "C" {
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
-#include "utils/fmgroids.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -65,15 +63,14 @@ Snapshot push_snapshot() {
 }
 
 // Reads the record for (ns, key) under snapshot into values/nulls (with its
-// tid); false when there is none or it is not the in_progress record claim
-// names.
+// tid; values NULL: the tid only); false when there is none or it is not the
+// in_progress record claim names.
 bool read_claim(Relation table, const Layout& layout, Snapshot snapshot, text* ns, text* key, const Claim& claim,
                 Datum* values, bool* nulls, ItemPointerData* tid) {
   Relation pkey = index_open(layout.pkey, AccessShareLock);
   ScanKeyData keys[2];
   key_scan_keys(pkey, ns, key, keys);
-  IndexScanDesc scan = compat::index_beginscan(table, pkey, snapshot, 2, 0);
-  index_rescan(scan, keys, 2, nullptr, 0);
+  IndexScanDesc scan = scan_key(table, pkey, snapshot, keys);
   TupleTableSlot* slot = table_slot_create(table, nullptr);
   bool matches = index_getnext_slot(scan, ForwardScanDirection, slot);
   if (matches) {
@@ -85,7 +82,7 @@ bool read_claim(Relation table, const Layout& layout, Snapshot snapshot, text* n
     if (matches && claim.kind == Claim::fence)
       matches = !slot->tts_isnull[col_fence - 1] && DatumGetInt64(slot->tts_values[col_fence - 1]) == claim.value;
   }
-  if (matches) {
+  if (matches && values != nullptr) {
     // The new version is formed from these after the buffer is released:
     // copy what is not passed by value.
     const TupleDesc desc = RelationGetDescr(table);
@@ -94,8 +91,8 @@ bool read_claim(Relation table, const Layout& layout, Snapshot snapshot, text* n
       const Form_pg_attribute att = TupleDescAttr(desc, i);
       values[i] = nulls[i] ? 0 : datumCopy(slot->tts_values[i], att->attbyval, att->attlen);
     }
-    *tid = slot->tts_tid;
   }
+  if (matches) *tid = slot->tts_tid;
   ExecDropSingleTupleTableSlot(slot);
   index_endscan(scan);
   index_close(pkey, NoLock);
@@ -141,7 +138,7 @@ bool transition(const Layout& layout, text* ns, text* key, const Claim& claim, b
     CHECK_FOR_INTERRUPTS();
     const Snapshot snapshot = push_snapshot();
     ItemPointerData tid;
-    const bool found = read_claim(table, layout, snapshot, ns, key, claim, values, nulls, &tid);
+    const bool found = read_claim(table, layout, snapshot, ns, key, claim, forgetting ? nullptr : values, nulls, &tid);
     PopActiveSnapshot();
     if (!found) break;
     TM_FailureData failure;
