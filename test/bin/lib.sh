@@ -48,13 +48,17 @@ missing_packages() {
   done
 }
 
-# Installs the Debian packages named, running apt-get only when one is missing.
+# Installs the Debian packages named, running apt-get only when one is missing
+# (and apt-get update once per run: the scripts a run starts inherit the mark).
 install_packages() {
   local missing
   mapfile -t missing < <(missing_packages "$@")
   [ ${#missing[@]} -eq 0 ] && return 0
   say "installing ${missing[*]}"
-  as_root apt-get update -qq
+  if [ -z "${IDEM_APT_UPDATED:-}" ]; then
+    as_root apt-get update -qq
+    export IDEM_APT_UPDATED=1
+  fi
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
