@@ -21,6 +21,7 @@
 extern "C" {
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/tableam.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/guc.h"
@@ -45,13 +46,26 @@ namespace idem::pg::compat {
 
 // ---- Index scans ------------------------------------------------------------
 // 18 added an IndexScanInstrumentation * (EXPLAIN ANALYZE's counters) before
-// the key counts; we never instrument, so it is NULL.
+// the key counts; we never instrument, so it is NULL. 19 added scan flags
+// (ScanOptions) at the end; we ask for none.
 inline IndexScanDesc index_beginscan(Relation heap, Relation index, Snapshot snapshot, int nkeys,
                                      int norderbys) {
-#if PG_VERSION_NUM >= 180000
+#if PG_VERSION_NUM >= 190000
+  return ::index_beginscan(heap, index, snapshot, nullptr, nkeys, norderbys, SO_NONE);
+#elif PG_VERSION_NUM >= 180000
   return ::index_beginscan(heap, index, snapshot, nullptr, nkeys, norderbys);
 #else
   return ::index_beginscan(heap, index, snapshot, nkeys, norderbys);
+#endif
+}
+
+// ---- Table scans ------------------------------------------------------------
+// 19 added scan flags (ScanOptions) to table_beginscan; we ask for none.
+inline TableScanDesc table_beginscan(Relation rel, Snapshot snapshot, int nkeys, ScanKeyData* keys) {
+#if PG_VERSION_NUM >= 190000
+  return ::table_beginscan(rel, snapshot, nkeys, keys, SO_NONE);
+#else
+  return ::table_beginscan(rel, snapshot, nkeys, keys);
 #endif
 }
 
@@ -107,15 +121,31 @@ inline bool index_insert(Relation index, Datum* values, bool* isnull, ItemPointe
 // ---- Heap update ------------------------------------------------------------
 // 16 made heap_update say which indexes need entries (TU_UpdateIndexes);
 // before, the caller tells by whether the new version is heap-only, which
-// every major still marks, so that is what callers test. Never a crosscheck
+// every major still marks, so that is what callers test. 19 added options
+// (TABLE_UPDATE_*) after the command id; we pass none. Never a crosscheck
 // snapshot; always waits for a concurrent updater.
 inline TM_Result heap_update(Relation rel, ItemPointer tid, HeapTuple tuple, CommandId cid,
                              TM_FailureData* failure, LockTupleMode* mode) {
-#if PG_VERSION_NUM >= 160000
+#if PG_VERSION_NUM >= 190000
+  TU_UpdateIndexes update_indexes;
+  return ::heap_update(rel, tid, tuple, cid, 0, InvalidSnapshot, true, failure, mode, &update_indexes);
+#elif PG_VERSION_NUM >= 160000
   TU_UpdateIndexes update_indexes;
   return ::heap_update(rel, tid, tuple, cid, InvalidSnapshot, true, failure, mode, &update_indexes);
 #else
   return ::heap_update(rel, tid, tuple, cid, InvalidSnapshot, true, failure, mode);
+#endif
+}
+
+// ---- Heap delete ------------------------------------------------------------
+// 19 replaced the changingPart flag at the end by options (TABLE_DELETE_*)
+// after the command id; a store row never moves between partitions, so
+// neither is set. Never a crosscheck snapshot; always waits.
+inline TM_Result heap_delete(Relation rel, ItemPointer tid, CommandId cid, TM_FailureData* failure) {
+#if PG_VERSION_NUM >= 190000
+  return ::heap_delete(rel, tid, cid, 0, InvalidSnapshot, true, failure);
+#else
+  return ::heap_delete(rel, tid, cid, InvalidSnapshot, true, failure, false);
 #endif
 }
 

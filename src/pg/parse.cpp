@@ -6,6 +6,7 @@
 #include <cstdio>
 
 extern "C" {
+#include "access/htup_details.h"
 #include "funcapi.h"
 }
 

@@ -273,7 +273,7 @@ IDEM_FUNCTION(idem_namespace_changed) {
     throw idem::core::Error(idem::core::sqlstate::object_not_in_prerequisite_state,
                             "idem_namespace_changed may only be called as a trigger");
   CacheInvalidateRelcache(reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation);
-  return PointerGetDatum(nullptr);
+  return PointerGetDatum(NULL);  // no tuple: a statement trigger
 }
 
 // For the registry functions that must see every record of a namespace

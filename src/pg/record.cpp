@@ -98,7 +98,7 @@ bool read_secret(Oid relid, uint8 (&out)[secret_size]) {
   Relation rel = try_relation_open(relid, AccessShareLock);
   if (rel == nullptr) return false;
   Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-  TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+  TableScanDesc scan = compat::table_beginscan(rel, snapshot, 0, nullptr);
   TupleTableSlot* slot = table_slot_create(rel, nullptr);
   bool found = false;
   if (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {

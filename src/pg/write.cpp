@@ -143,7 +143,7 @@ bool transition(const Layout& layout, text* ns, text* key, const Claim& claim, b
     if (!found) break;
     TM_FailureData failure;
     if (forgetting) {
-      if (!changed(heap_delete(table, &tid, GetCurrentCommandId(true), InvalidSnapshot, true, &failure, false)))
+      if (!changed(compat::heap_delete(table, &tid, GetCurrentCommandId(true), &failure)))
         continue;
     } else {
       const int payload_column = committing ? col_result_payload : col_error_payload;
