@@ -9,16 +9,38 @@ set -euo pipefail
 # The PostgreSQL majors the suites run against (make test PG=NN); README.md
 # and META.json name the same ones (check-release compares). 15 is Debian
 # 12's own and runs every layer; test/bin/pg-major brings the others.
-MAJORS=(13 15 17 18)
+MAJORS=(13 15 17 18 19)
 PGVER=${PGVER:-15}
-# Where test/bin/pg-major keeps what it downloads and builds (never committed).
+# Where test/bin/pg-major keeps what it downloads and unpacks (never committed).
 PG_MAJORS_DIR=${IDEM_PG_MAJORS_DIR:-/var/tmp/idempotency-pg}
-# Debian's packages put a major in /usr/lib/postgresql/NN; 17 and 18 are
-# built from Debian's source packages into a private prefix.
-case $PGVER in
-  17|18) PG_BIN=$PG_MAJORS_DIR/$PGVER/bin ;;
-  *) PG_BIN=/usr/lib/postgresql/$PGVER/bin ;;
-esac
+# root_suite NN: the Debian suite whose own binary packages bring major NN,
+# for the majors whose packages need a newer libc than Debian 12's: they run
+# in a Debian root of that suite (test/bin/pg-major makes it, in_root enters
+# it). Empty for the majors installed on this machine itself.
+root_suite() {
+  case $1 in
+    17) echo trixie ;;
+    18) echo sid ;;
+    19) echo experimental ;;  # a sid root that takes PostgreSQL's packages from experimental
+  esac
+}
+ROOT_SUITE=$(root_suite "$PGVER")
+# root_label NN: how messages name that root.
+root_label() {
+  case $(root_suite "$1") in
+    trixie) echo "Debian 13 (trixie) root" ;;
+    sid) echo "Debian sid root" ;;
+    experimental) echo "Debian sid root with experimental's PostgreSQL $1" ;;
+  esac
+}
+# The root of major NN (each major has its own, so that no major's libraries
+# change another's), when this script runs outside it; empty inside a root
+# (IDEM_IN_ROOT=1, set by in_root's callers) and for the other majors.
+PG_ROOT=
+[ -z "$ROOT_SUITE" ] || [ -n "${IDEM_IN_ROOT:-}" ] || PG_ROOT=$PG_MAJORS_DIR/root-$PGVER
+# Debian's packages put a major in /usr/lib/postgresql/NN (inside its root
+# for the root majors: only run-major and check-package inside it use them).
+PG_BIN=/usr/lib/postgresql/$PGVER/bin
 # Always this major's: a PG_CONFIG inherited from a script that sourced this
 # file for another major (.ci/run does, for 15) would build and install for that one.
 export PG_CONFIG=$PG_BIN/pg_config
@@ -73,26 +95,76 @@ build_and_install() {
   as_root make -C "$REPO" -s install PG_CONFIG="$PG_CONFIG"
 }
 
-# run_layer NAME COMMAND...: runs one layer (or step) of a test script,
-# records pass or fail; summary LABEL prints them and fails if any failed.
-# Each line of the summary says how long its layer took.
+# run_layer NAME COMMAND...: runs one layer (or step) of a test script and
+# records its line for the summary: PASS, FAIL, or SKIP when the command
+# exits 77 (its last line of output says why). Each line says how long the
+# layer took and how many tests it ran, as the test programs' own closing
+# lines count them (pg_regress, prove and pg_prove, GoogleTest).
+# summary LABEL prints the lines, appends them to $IDEM_SUMMARY_LOG when set
+# (.ci/run collects every layer of every step there), and fails if any failed.
 declare -a SUMMARY=()
 FAILED=0
+SKIP_STATUS=77
 run_layer() {
-  local name=$1 start=$SECONDS; shift
+  local name=$1 start=$SECONDS out status counts; shift
   say "$name"
-  if "$@"; then
-    SUMMARY+=("PASS  $name ($((SECONDS - start)) s)")
+  out=$(mktemp)
+  set +e
+  # A script run as a layer keeps its own summary out of the log: its line here stands for it.
+  { unset IDEM_SUMMARY_LOG; "$@"; } 2>&1 | tee "$out"
+  status=${PIPESTATUS[0]}
+  set -e
+  counts=$(test_counts "$out")
+  name="$name${counts:+ [$counts]} ($((SECONDS - start)) s)"
+  if [ "$status" = 0 ]; then
+    SUMMARY+=("PASS  $name")
+  elif [ "$status" = "$SKIP_STATUS" ]; then
+    SUMMARY+=("SKIP  $name: $(grep -v '^[[:space:]]*$' "$out" | tail -n 1)")
   else
-    SUMMARY+=("FAIL  $name ($((SECONDS - start)) s)")
+    SUMMARY+=("FAIL  $name")
     FAILED=$((FAILED + 1))
   fi
+  rm -f "$out"
+  return 0
+}
+# test_counts FILE: what the closing lines of the test programs in FILE
+# count, joined with "; " (empty when none of them ran).
+test_counts() {
+  sed -n -E \
+    -e 's/^[#[:space:]]*All ([0-9]+) tests passed.*/\1 tests passed/p' \
+    -e 's/^[#[:space:]]*([0-9]+) of ([0-9]+) tests failed.*/\1 of \2 tests failed/p' \
+    -e 's/^[#[:space:]]*([0-9]+) of ([0-9]+) tests passed, ([0-9]+) failed.*/\3 of \2 tests failed/p' \
+    -e 's/^Files=([0-9]+), Tests=([0-9]+),.*/\1 files, \2 tests/p' \
+    -e 's/^\[  PASSED  \] ([0-9]+) tests?.*/\1 tests passed/p' "$1" | paste -sd ';' | sed 's/;/; /g'
+}
+# merge_summary FILE: adds the lines another script's summary left in FILE
+# (a run inside a Debian root) to this script's.
+merge_summary() {
+  local line
+  [ -f "$1" ] || return 0
+  while IFS= read -r line; do
+    SUMMARY+=("$line")
+    [ "${line#FAIL}" = "$line" ] || FAILED=$((FAILED + 1))
+  done <"$1"
 }
 summary() {
   say "summary"
   printf '  %s\n' "${SUMMARY[@]}"
-  echo "$1: $(( ${#SUMMARY[@]} - FAILED )) passed, $FAILED failed"
+  [ -z "${IDEM_SUMMARY_LOG:-}" ] || printf '%s\n' "${SUMMARY[@]}" >>"$IDEM_SUMMARY_LOG"
+  echo "$1: $(grep -c '^PASS' < <(printf '%s\n' "${SUMMARY[@]}")) passed, $FAILED failed$(
+    n=$(grep -c '^SKIP' < <(printf '%s\n' "${SUMMARY[@]}")); [ "$n" = 0 ] || echo ", $n skipped")"
   [ "$FAILED" -eq 0 ]
+}
+
+# in_root ROOT VAR=VALUE... COMMAND...: runs COMMAND as root inside the
+# Debian root ROOT, with only the environment given, in mount and PID
+# namespaces of its own: /proc is mounted there for it alone, and when
+# COMMAND ends the kernel ends every process it left behind (a server) and
+# drops every mount, whether it passed, failed or was killed.
+in_root() {
+  local root=$1; shift
+  as_root unshare --fork --pid --mount --mount-proc="$root/proc" \
+    chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 IDEM_IN_ROOT=1 "$@"
 }
 
 # The SQL suites, run from source tree SRC against the server that PG*
@@ -135,12 +207,18 @@ suite_perl_tap() {
 # copy_tree DEST: the repository's tracked and untracked (not ignored) files
 # as they are in the work tree, without build products, into DEST: a build
 # there tests uncommitted edits and never picks up stale objects (of another
-# major, or of another build's flags).
+# major, or of another build's flags). The list of files copied goes with
+# them (DEST/.copied-files), so that a copy, which has no git (a Debian root
+# gets one), can be copied the same way again.
 copy_tree() {
   mkdir -p "$1"
-  (cd "$REPO" && git ls-files -z --cached --others --exclude-standard \
-     | xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh \
-     | tar --null -T - -cf -) | tar -xf - -C "$1"
+  (cd "$REPO" && if [ -f .copied-files ] && ! git rev-parse --git-dir >/dev/null 2>&1; then
+     cat .copied-files
+   else
+     git ls-files -z --cached --others --exclude-standard \
+       | xargs -0 sh -c 'for f; do [ -e "$f" ] && [ "$f" != .copied-files ] && printf "%s\0" "$f"; done' sh
+   fi) >"$1/.copied-files"
+  (cd "$REPO" && tar --null -T "$1/.copied-files" -cf -) | tar -xf - -C "$1"
 }
 
 # private_pg_copy ROOT: copies this major's Debian tree (/usr/lib/postgresql/NN
