@@ -4,7 +4,7 @@
 #   make run                      README command 1: dependencies, build, install, private server, demo
 #   make test                     README command 2: every test layer against a private server
 #   make test SLOW=1              the same, with the long versions of the reliability tests (what CI runs)
-#   make test PG=NN               pg_regress, isolation, pgTAP and Perl TAP against PostgreSQL NN (13, 15, 17, 18)
+#   make test PG=NN               pg_regress, isolation, pgTAP and Perl TAP against PostgreSQL NN (13, 15, 17, 18, 19)
 #   make sanitize                 pg_regress, isolation and pgTAP against an ASan+UBSan build (own PostgreSQL copy)
 #   make fuzz                     libFuzzer + ASan/UBSan targets for src/core/ (FUZZ_RUNS=N or FUZZ_SECONDS=N)
 #   make unittest                 GoogleTest for src/core/ only (no server)
