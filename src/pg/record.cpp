@@ -77,8 +77,7 @@ uint64 last_namespace_bits;
 void forget_relations(Datum, Oid relid) noexcept {
   ++generation;
   if (relid == InvalidOid || relid == cached.table || relid == cached.pkey || relid == cached.registry.config ||
-      relid == cached.registry.grant || relid == cached.secret || relid == cached.layout.expires_index ||
-      relid == cached.layout.fence_seq)
+      relid == cached.registry.grant || relid == cached.secret || relid == cached.layout.expires_index)
     cached = Relations{};
 }
 
@@ -234,7 +233,6 @@ Relations look_up(bool& consistent) {
   r.fenced = OidIsValid(r.secret) && get_attnum(r.table, "fence") == col_fence;
   r.layout.table = r.table;
   r.layout.pkey = r.pkey;
-  r.layout.fence_seq = r.fenced ? get_relname_relid("idem_fence_seq", schema) : InvalidOid;
   return r;
 }
 
@@ -384,7 +382,7 @@ Layout writable_layout() {
     // Looked at under the lock, never before: the table's indexes, triggers
     // and constraints cannot change while it is held.
     const uint64 read_at = generation;
-    if (r.fenced && OidIsValid(r.layout.fence_seq)) r.layout.expires_index = direct_index(r.table, r.pkey);
+    if (r.fenced) r.layout.expires_index = direct_index(r.table, r.pkey);
     r.layout.direct = OidIsValid(r.layout.expires_index);
     if (generation != read_at) continue;
     cached.layout = r.layout;

@@ -33,7 +33,8 @@ struct Registry {
 Registry registry();
 
 // Whether the installed schema is 0.5.0's or later: records carry a fence
-// from idem_fence_seq, and lock tags are keyed with the store's secret.
+// (drawn at random since 0.6.0; from idem_fence_seq in 0.5.0's library),
+// and lock tags are keyed with the store's secret.
 bool fenced_schema();
 
 // Column numbers of idempotency_record, as the install scripts create it.
@@ -61,7 +62,6 @@ struct Layout {
   Oid table;
   Oid pkey;
   Oid expires_index;  // the index on expires_at
-  Oid fence_seq;      // idem_fence_seq
   bool direct;
 };
 // Scan keys for (ns, key) on the primary key index, in the index's own

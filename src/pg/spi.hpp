@@ -16,7 +16,7 @@ namespace idem::pg {
 struct Statement {
   const char* sql;
   int nargs;
-  Oid types[6];
+  Oid types[8];
   SPIPlanPtr plan;  // prepared on first use, kept for the backend's life
   bool latest_snapshot = false;  // read with a new snapshot, not the transaction's (read-only statements)
 };

@@ -11,7 +11,6 @@ extern "C" {
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
-#include "commands/sequence.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "utils/rel.h"
@@ -23,6 +22,7 @@ extern "C" {
 
 #include "../core/error.hpp"
 #include "compat.hpp"
+#include "fence.hpp"
 
 namespace idem::pg {
 
@@ -169,7 +169,7 @@ bool transition(const Layout& layout, text* ns, text* key, const Claim& claim, b
 
 int64 insert_claim(const Layout& layout, text* ns, text* key, Datum request_hash, Jsonb* request,
                    TimestampTz now, Interval* window) {
-  const int64 fence = nextval_internal(layout.fence_seq, false);
+  const int64 fence = draw_fence();
   Relation table = table_open(layout.table, RowExclusiveLock);
   Datum values[natts] = {};
   bool nulls[natts] = {};
