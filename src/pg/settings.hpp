@@ -1,4 +1,5 @@
-// settings.hpp: the extension's GUCs (defined in module.cpp's _PG_init).
+// settings.hpp: the extension's GUCs, and the rule they follow: a setting
+// that shapes a record, a claim or a wait is never taken from a session.
 #pragma once
 
 namespace idem::pg {
@@ -8,11 +9,14 @@ namespace idem::pg {
 extern int replay_window_seconds;
 
 // idempotency.in_flight_wait, in milliseconds: how long idem_begin waits
-// for another transaction that holds the same key before answering in_flight.
+// for another transaction that holds the same key before answering
+// in_flight, when it is given no wait.
 extern int in_flight_wait_ms;
 
 // idempotency.in_progress_lease, in seconds: how old an in_progress record
 // must be before a begin with the same request may take it over; 0: never.
+// Server-wide (PGC_SIGHUP): every session must agree on which claims may
+// outlive their transaction.
 extern int in_progress_lease_seconds;
 
 // idempotency.store_request: whether records keep the request (for mismatch).
@@ -24,5 +28,16 @@ extern int max_payload_bytes;
 // idempotency.require_registered_namespace: whether an unregistered
 // namespace is an error rather than the GUC defaults.
 extern bool require_registered_namespace;
+
+// Defines every GUC (called once from _PG_init). replay_window,
+// in_flight_wait, store_request, max_payload_bytes and
+// require_registered_namespace are superuser settings that a session cannot
+// set (SET, SET LOCAL, set_config, a function's SET clause, a connection's
+// options): they come from the server's configuration or from ALTER
+// DATABASE / ALTER ROLE ... SET. A session's value would outlive its
+// transaction and reach whoever uses the connection next (another client of
+// a pool). in_progress_lease is server-wide; track_counters, which shapes
+// only the counters, is a superuser setting a session may set.
+void define_settings();
 
 }  // namespace idem::pg
