@@ -1,4 +1,4 @@
-/* idempotency--0.5.0.sql: release 0.5.0, installed directly. An existing
+/* idempotency--0.6.0.sql: release 0.6.0, installed directly. An existing
    installation reaches the same objects through the update scripts
    (sql/setup.sql compares the two). */
 
@@ -116,8 +116,7 @@ CREATE TYPE idem_outcome AS (
 -- the namespace column keeps their keyspaces apart. Keys compare bytewise
 -- (COLLATE "C"): a key is an opaque token, and C comparison is the fastest.
 -- attempt counts takeovers of an abandoned in-progress record; fence is the
--- claim's, from idem_fence_seq; with store_request off the request is not
--- kept. The columns stand in the order the update scripts leave them, which
+-- claim's, drawn at random; with store_request off the request is not kept. The columns stand in the order the update scripts leave them, which
 -- the C code reads by number. The store's C code is the table's only
 -- writer and keeps its rules (the status, a 32-byte hash, the payload that
 -- goes with each status) where it writes: CHECK constraints would be
@@ -147,15 +146,6 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.idempotency_record', '')
 -- Applications go through the functions, never the table.
 REVOKE ALL ON idempotency_record FROM PUBLIC;
 
--- Fences: every claim of a key (a fresh begin or a takeover) draws one, and
--- the transitions may require it. They never repeat, so a worker holding an
--- old one cannot finish a record taken over, or forgotten and begun again, or
--- purged and begun again. They start above every int4, so an attempt number
--- passed where the fence belongs is recognised and refused.
-CREATE SEQUENCE idem_fence_seq AS bigint START 4294967296 MINVALUE 4294967296 NO CYCLE;
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.idem_fence_seq', '');
-REVOKE ALL ON SEQUENCE idem_fence_seq FROM PUBLIC;
-
 -- The key that lock tags are keyed with: a role that reads pg_locks sees 64
 -- bits of HMAC-SHA256(secret, namespace, key), against which it can test no
 -- guess, and with which it can make no two keys collide. Only the owner reads
@@ -178,18 +168,25 @@ SELECT pg_catalog.decode(pg_catalog.replace(pg_catalog.gen_random_uuid()::text O
 -- operator with its schema: nothing on the caller's search_path can stand
 -- in for one, and the per-call cost of pinning search_path is saved.
 
-CREATE FUNCTION idem_begin(namespace text, key text, request jsonb, replay_window interval DEFAULT NULL)
+-- replay_window and in_flight_wait, when given, are this call's (the
+-- settings of those names are never taken from a session: see
+-- docs/api.md). Every claim (a fresh begin or a takeover) draws a fence at
+-- random from [2^32, 2^63), so two claims of one key, in this database or
+-- in any copy of it, have the same fence with negligible probability.
+CREATE FUNCTION idem_begin(namespace text, key text, request jsonb, replay_window interval DEFAULT NULL,
+                           in_flight_wait interval DEFAULT NULL)
 RETURNS @extschema@.idem_outcome
-AS 'MODULE_PATHNAME', 'idem_begin_0_5'
+AS 'MODULE_PATHNAME', 'idem_begin_0_6'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION idem_begin(text, text, jsonb, interval) IS
+COMMENT ON FUNCTION idem_begin(text, text, jsonb, interval, interval) IS
 'Starts an idempotent operation: fresh (go ahead), in_flight, prior_result, prior_error or mismatch';
 
 -- The transitions may take the fence that idem_begin answered with fresh:
 -- when given, they act only while the record is still that claim's, so a
 -- caller whose lease ran out cannot finish or forget a record another has
--- taken over, or one begun again since.
+-- taken over, or one begun again since, or one claimed in another copy of
+-- the database. Fences are compared for equality only.
 CREATE FUNCTION idem_commit(namespace text, key text, result jsonb, fence bigint DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idem_commit_0_5'
@@ -308,12 +305,13 @@ COMMENT ON PROCEDURE idem_purge_batches(integer) IS
 -- (idem_begin('ns', 'k', '{"a": 1}')) fail as "not unique", and would turn a
 -- varchar parameter from a driver into a JSON string without a word.
 
-CREATE FUNCTION idem_begin_typed(namespace text, key text, request anyelement, replay_window interval DEFAULT NULL)
+CREATE FUNCTION idem_begin_typed(namespace text, key text, request anyelement, replay_window interval DEFAULT NULL,
+                                 in_flight_wait interval DEFAULT NULL)
 RETURNS @extschema@.idem_outcome
 LANGUAGE sql VOLATILE PARALLEL UNSAFE
-AS $$ SELECT @extschema@.idem_begin(namespace, key, pg_catalog.to_jsonb(request), replay_window) $$;
+AS $$ SELECT @extschema@.idem_begin(namespace, key, pg_catalog.to_jsonb(request), replay_window, in_flight_wait) $$;
 
-COMMENT ON FUNCTION idem_begin_typed(text, text, anyelement, interval) IS
+COMMENT ON FUNCTION idem_begin_typed(text, text, anyelement, interval, interval) IS
 'idem_begin for a value of any type, fingerprinted as to_jsonb(request)';
 
 CREATE FUNCTION idem_commit_typed(namespace text, key text, result anyelement, fence bigint DEFAULT NULL)
@@ -809,12 +807,14 @@ DECLARE
     old @extschema@.idem_namespace_config;
     saved @extschema@.idem_namespace_config;
     records bigint;
-    keeps_requests boolean :=
-        coalesce(store_request, nullif(current_setting('idempotency.store_request', true), '')::boolean, true);
+    keeps_requests boolean;
     default_lease interval;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
-    -- (Read once idem_parse has loaded the library: see idem_purge.)
+    -- The settings are read once idem_parse has loaded the library: before,
+    -- a value a session set is a placeholder any role may set (see idem_purge).
+    keeps_requests :=
+        coalesce(store_request, nullif(current_setting('idempotency.store_request', true), '')::boolean, true);
     default_lease := coalesce(nullif(current_setting('idempotency.in_progress_lease', true), ''), '0')::interval;
     IF replay_window <= interval '0' OR strpos(replay_window::text, '-') > 0
        OR replay_window >= interval '10000 years' THEN
@@ -1022,3 +1022,21 @@ WHERE i.privtype = 'e'
            SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
            WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
              AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')));
+
+-- From PostgreSQL 17 the roles named in pg_init_privs are recorded in
+-- pg_shdepend too, and editing pg_init_privs (above) leaves those records
+-- behind: a role that ALTER DEFAULT PRIVILEGES named when the extension was
+-- created could not be dropped ("initial privileges for ... depend on it").
+-- Remove the records of the extension's objects that name a role no longer
+-- in their initial privileges (none before 17).
+DELETE FROM pg_catalog.pg_shdepend d
+WHERE d.deptype = 'i'
+  AND d.dbid = (SELECT db.oid FROM pg_catalog.pg_database db WHERE db.datname = pg_catalog.current_database())
+  AND ((d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.objid = '@extschema@'::pg_catalog.regnamespace)
+       OR (d.classid, d.objid) IN (
+           SELECT dep.classid, dep.objid FROM pg_catalog.pg_depend dep
+           WHERE dep.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND dep.deptype = 'e'
+             AND dep.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')))
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_init_privs i, pg_catalog.aclexplode(i.initprivs) x
+                  WHERE i.classoid = d.classid AND i.objoid = d.objid AND i.objsubid = d.objsubid
+                    AND d.refobjid IN (x.grantee, x.grantor));

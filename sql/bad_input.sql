@@ -475,12 +475,13 @@ SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'open', v) FROM huge$$);
 -- The size is checked before the shape of an error, and before the record.
 SELECT pg_temp.bad_input($$SELECT idem_fail_permanent('badin', 'open', v) FROM huge$$);
 SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'unknown', v) FROM huge$$);
--- The exact boundary, under a 1kB limit: 1024 bytes pass, 1025 do not.
-SET idempotency.max_payload_bytes = '1kB';
+-- The exact boundary, under the namespace's limit of 1 kB: 1024 bytes
+-- pass, 1025 do not. (sql/settings.sql sets the limit for a role instead.)
+SELECT max_payload_bytes FROM idem_namespace_configure('badin', in_progress_lease => '1 day', max_payload_bytes => 1024);
 SELECT pg_temp.bad_input($$SELECT kind FROM idem_begin('badin', 'edge', jsonb_build_object('blob', repeat('x', 1008)))$$);
 SELECT pg_temp.bad_input($$SELECT kind FROM idem_begin('badin', 'edge', jsonb_build_object('blob', repeat('x', 1009)))$$);
 SELECT pg_temp.bad_input($$SELECT idem_commit('badin', 'open', jsonb_build_object('blob', repeat('x', 1009)))$$);
-RESET idempotency.max_payload_bytes;
+SELECT max_payload_bytes FROM idem_namespace_configure('badin', in_progress_lease => '1 day');
 
 -------------------------------------------------------------------------------
 -- The fixtures are as they were, and after removing them, the database is

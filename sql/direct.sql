@@ -130,6 +130,26 @@ SELECT idem_commit('direct', 'unindexed', '{}');
 COMMIT;
 SELECT public.indexes_hold_every_row();
 
+-- Column defaults an operator sets never apply: a claim names every column,
+-- written directly or through SQL (while an index the operator added
+-- exists), so both write the same row.
+ALTER TABLE idempotency_record ALTER COLUMN attempt SET DEFAULT 7,
+    ALTER COLUMN result_payload SET DEFAULT '{"default": true}', ALTER COLUMN fence SET DEFAULT 1;
+BEGIN;
+SELECT kind, attempt FROM idem_begin('direct', 'default-direct', '{}');
+SELECT key_value, attempt, result_payload, fence > 4294967295 AS fenced FROM idempotency_record
+WHERE namespace = 'direct' AND key_value LIKE 'default-%';
+ROLLBACK;
+CREATE INDEX record_status_idx ON idempotency_record (status);
+BEGIN;
+SELECT kind, attempt FROM idem_begin('direct', 'default-sql', '{}');
+SELECT key_value, attempt, result_payload, fence > 4294967295 AS fenced FROM idempotency_record
+WHERE namespace = 'direct' AND key_value LIKE 'default-%';
+ROLLBACK;
+DROP INDEX record_status_idx;
+ALTER TABLE idempotency_record ALTER COLUMN attempt SET DEFAULT 1,
+    ALTER COLUMN result_payload DROP DEFAULT, ALTER COLUMN fence DROP DEFAULT;
+
 -- A publication that publishes updates of a table without a replica
 -- identity: the commit is refused as UPDATE refuses it (a subscriber could
 -- not apply it), and nothing changes.

@@ -52,17 +52,8 @@ SELECT count(request_payload) AS requests_kept FROM idempotency_record WHERE nam
 SELECT store_request FROM idem_namespace_configure('kept', store_request => false);
 SELECT count(request_payload) AS requests_kept FROM idempotency_record WHERE namespace = 'kept';
 SELECT kind, recorded_request FROM idem_begin('kept', 'k-1', '{"card": "other"}');
--- The GUC hides them as soon as it is off, for namespaces that set nothing.
-SELECT store_request FROM idem_namespace_configure('kept');
-BEGIN;
-SELECT kind FROM idem_begin('kept', 'k-3', '{"card": "4111"}');
-SELECT idem_commit('kept', 'k-3', '{"ok": true}');
-COMMIT;
-SET idempotency.store_request = off;
-SELECT kind, recorded_request FROM idem_begin('kept', 'k-3', '{"card": "other"}');
-RESET idempotency.store_request;
-SELECT kind, recorded_request FROM idem_begin('kept', 'k-3', '{"card": "other"}');
-DELETE FROM idempotency_record WHERE namespace = 'kept';
+-- (The GUC idempotency.store_request, for namespaces that set nothing, is
+-- in sql/settings.sql.)
 
 -- hash_keys: the table holds the key's SHA-256 (computed here by PostgreSQL's
 -- own sha256()), never the key; the key still works for every call.
@@ -112,25 +103,12 @@ ROLLBACK TO SAVEPOINT s;
 SELECT idem_commit('tiny', 'small', '{"n": 1}', :fence);
 COMMIT;
 SELECT status, result_payload FROM idempotency_record WHERE namespace = 'tiny';
--- The GUC bounds unregistered namespaces; only superusers set it.
-SET idempotency.max_payload_bytes = 32;
-SELECT kind FROM idem_begin('elsewhere', 'k', jsonb_build_object('text', repeat('x', 100)));
-RESET idempotency.max_payload_bytes;
-SET ROLE regress_idem_app;
-SET idempotency.max_payload_bytes = 1000000000;
-RESET ROLE;
-
--- require_registered_namespace turns an unregistered namespace into an error,
--- for every store function.
-SET idempotency.require_registered_namespace = on;
-SELECT kind FROM idem_begin('typo', 'k', '{}');
-SELECT idem_commit('typo', 'k', '{}');
-SELECT idem_fail_transient('typo', 'k');
+-- (The GUCs idempotency.max_payload_bytes, for unregistered namespaces,
+-- and idempotency.require_registered_namespace are in sql/settings.sql.)
 BEGIN;
 SELECT kind FROM idem_begin('orders', 'o-3', '{"sku": 3}');
 SELECT idem_commit('orders', 'o-3', '{}');
 COMMIT;
-RESET idempotency.require_registered_namespace;
 
 -- Bad settings and arguments: a clear error, and the registry unchanged.
 SELECT idem_namespace_configure(NULL);

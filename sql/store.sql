@@ -98,6 +98,27 @@ SELECT idem_commit('payments', 'order-11', '{"ok": true}');
 RELEASE SAVEPOINT t;
 COMMIT;
 SELECT status FROM idempotency_record WHERE key_value = 'order-11';
+-- A claim inside a WITH HOLD cursor is refused (0A000), whether the cursor
+-- runs it on FETCH or when COMMIT persists it: PostgreSQL keeps a holdable
+-- cursor's rows even when COMMIT is then refused and the claim rolled back,
+-- and the cursor would go on answering fresh, with a fence, for no record.
+BEGIN;
+DECLARE held CURSOR WITH HOLD FOR SELECT kind, fence IS NOT NULL AS fenced FROM idem_begin('payments', 'order-14', '{}');
+FETCH held;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+DECLARE held CURSOR WITH HOLD FOR SELECT kind, fence IS NOT NULL AS fenced FROM idem_begin('payments', 'order-14', '{}');
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+FETCH ALL held;
+SELECT count(*) AS records FROM idempotency_record WHERE key_value = 'order-14';
+-- A replay is no claim: a holdable cursor may carry it.
+BEGIN;
+DECLARE held CURSOR WITH HOLD FOR SELECT kind FROM idem_begin('payments', 'order-11', '{}');
+COMMIT;
+FETCH ALL held;
+CLOSE held;
 
 -- Fences: fresh carries one; a transition given another, or an attempt
 -- number in its place, changes nothing.
@@ -123,10 +144,10 @@ SELECT idem_commit('payments', 'order-4', '{"ok": true}');
 ROLLBACK;
 SELECT count(*) AS rows_for_order_4 FROM idempotency_record WHERE key_value = 'order-4';
 
--- An explicit window, and the idempotency.replay_window setting.
+-- An explicit window, and the default (idempotency.replay_window, which
+-- sql/settings.sql sets for a role).
 BEGIN;
 SELECT kind FROM idem_begin('payments', 'order-5', '{}', '15 minutes');
-SET LOCAL idempotency.replay_window = '2h';
 SELECT kind FROM idem_begin('payments', 'order-6', '{}');
 SELECT idem_commit('payments', k, '{}') FROM unnest(ARRAY['order-5', 'order-6']) k;
 COMMIT;

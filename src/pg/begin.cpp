@@ -3,6 +3,7 @@
 #include "postgres.hpp"  // first: PostgreSQL headers need postgres.h before them
 
 #include <algorithm>
+#include <climits>
 
 extern "C" {
 #include "access/xact.h"
@@ -14,12 +15,15 @@ extern "C" {
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "utils/guc.h"
+#include "tcop/pquery.h"
+#include "utils/portal.h"
 #include "utils/timestamp.h"
 }
 
 #include "../core/error.hpp"
 #include "canonical.hpp"
 #include "claims.hpp"
+#include "fence.hpp"
 #include "guard.hpp"
 #include "policy.hpp"
 #include "record.hpp"
@@ -167,33 +171,71 @@ Interval* replay_window(FunctionCallInfo fcinfo, int argno, const pg::Policy& po
   return w;
 }
 
+// Raises 0A000 when the key would be claimed inside a holdable cursor (a
+// DECLARE ... WITH HOLD being fetched, or persisted at COMMIT). PostgreSQL
+// keeps such a cursor's rows once it has persisted them, which it does
+// before the claim guard can refuse the COMMIT: the cursor would go on
+// handing out a fresh answer and a fence for a claim that was rolled back.
+void refuse_in_holdable_cursor(const text* given_key) {
+  if (ActivePortal == nullptr || (ActivePortal->cursorOptions & CURSOR_OPT_HOLD) == 0) return;
+  char label[32];
+  pg::key_label(given_key, label);
+  throw core::Error(core::sqlstate::feature_not_supported,
+                    std::string("cannot claim idempotency key ") + label + " inside a WITH HOLD cursor",
+                    "A holdable cursor keeps its rows after its transaction ends, even when the claim they "
+                    "report is rolled back.",
+                    "Call idem_begin outside the cursor, or declare the cursor WITHOUT HOLD.");
+}
+
+// How long this call waits for a concurrent holder, in milliseconds: the
+// argument (0.6.0's idem_begin has one), else idempotency.in_flight_wait.
+// An argument must be zero or more in every field and at most what the
+// setting allows (INT_MAX milliseconds, 24.8 days); days count 24 hours and
+// months 30 days, as a lease does.
+int64 in_flight_wait_ms(FunctionCallInfo fcinfo, int argno) {
+  if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return pg::in_flight_wait_ms;
+  Interval* w = PG_GETARG_INTERVAL_P(argno);
+  const double ms = (w->month * static_cast<double>(DAYS_PER_MONTH) + w->day) * (USECS_PER_DAY / 1000.0) +
+                    static_cast<double>(w->time) / 1000.0;
+  if (w->month < 0 || w->day < 0 || w->time < 0 || ms > INT_MAX) {
+    const char* given = interval_text(w);
+    throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency in-flight wait",
+                      std::string("in_flight_wait must be zero or positive, at most 2147483647 ms (about 24.8 "
+                                  "days), and no part of it (months, days, time) negative, not ") +
+                          given + ".");
+  }
+  return static_cast<int64>(ms);
+}
+
 // The fresh in_progress record, claimed at $6 (the clock when the key was
 // claimed, not the transaction's start: a transaction that waited before
 // claiming must not start its lease half spent). The first form serves 0.3
-// and 0.4 schemas; the second draws the record's fence.
-#define INSERT_IN_PROGRESS(FENCE_COLUMN, FENCE_VALUE, RETURNING)                                                \
+// and 0.4 schemas; the second records the fence drawn for the claim ($7)
+// and names every column, as the direct write does, so that a column
+// default an operator adds never makes the two paths write different rows.
+#define INSERT_IN_PROGRESS(MORE_COLUMNS, MORE_VALUES)                                                          \
   "INSERT INTO idempotency.idempotency_record"                                                                 \
-  " (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at" FENCE_COLUMN \
-  ") VALUES ($1, $2, 'in_progress', $3, $4, $6, $6, $6 OPERATOR(pg_catalog.+) $5" FENCE_VALUE ")" RETURNING
+  " (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at" MORE_COLUMNS \
+  ") VALUES ($1, $2, 'in_progress', $3, $4, $6, $6, $6 OPERATOR(pg_catalog.+) $5" MORE_VALUES ")"
 
-pg::Statement insert_in_progress = {INSERT_IN_PROGRESS("", "", ""),
+pg::Statement insert_in_progress = {INSERT_IN_PROGRESS("", ""),
                                     6,
                                     {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID},
                                     nullptr};
 
 pg::Statement insert_fenced = {
-    INSERT_IN_PROGRESS(", fence", ", pg_catalog.nextval('idempotency.idem_fence_seq'::pg_catalog.regclass)",
-                       " RETURNING fence"),
-    6,
-    {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID},
+    INSERT_IN_PROGRESS(", result_payload, error_payload, attempt, fence", ", NULL, NULL, 1, $7"),
+    7,
+    {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID, INT8OID},
     nullptr};
 
 // Takes over the in_progress record the probe saw (the version claimed at
-// $5): the next attempt, claimed at $4. The row is locked with SKIP LOCKED,
-// so a takeover never waits for another transaction (a late worker
-// finishing the record) while it holds the per-key lock; it then matches
-// nothing, as it does when the record changed since the probe.
-#define TAKE_OVER(FENCE_SET, RETURNING)                                                                        \
+// $5): the next attempt, claimed at $4 (with the new claim's fence, $6).
+// The row is locked with SKIP LOCKED, so a takeover never waits for another
+// transaction (a late worker finishing the record) while it holds the
+// per-key lock; it then matches nothing, as it does when the record changed
+// since the probe.
+#define TAKE_OVER(FENCE_SET)                                                                                   \
   "UPDATE idempotency.idempotency_record"                                                                      \
   " SET attempt = attempt OPERATOR(pg_catalog.+) 1, updated_at = $4,"                                          \
   " expires_at = $4 OPERATOR(pg_catalog.+) $3" FENCE_SET                                                        \
@@ -201,18 +243,17 @@ pg::Statement insert_fenced = {
   "   WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"                        \
   "   AND status OPERATOR(pg_catalog.=) 'in_progress' AND updated_at OPERATOR(pg_catalog.=) $5"                 \
   "   FOR UPDATE SKIP LOCKED)"                                                                                  \
-  " RETURNING attempt" RETURNING
+  " RETURNING attempt"
 
-pg::Statement take_over = {TAKE_OVER("", ""),
+pg::Statement take_over = {TAKE_OVER(""),
                            5,
                            {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
                            nullptr};
 
-pg::Statement take_over_fenced = {
-    TAKE_OVER(", fence = pg_catalog.nextval('idempotency.idem_fence_seq'::pg_catalog.regclass)", ", fence"),
-    5,
-    {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
-    nullptr};
+pg::Statement take_over_fenced = {TAKE_OVER(", fence = $6"),
+                                  6,
+                                  {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID},
+                                  nullptr};
 
 // Whether an in_progress record that another transaction committed may be
 // taken over: its namespace's lease ran out since it was claimed, or, with
@@ -276,7 +317,7 @@ void wait_for(TransactionId xid, TimestampTz deadline) {
   AtEOXact_GUC(true, nest_level);
 }
 
-// The body of both entry points (see below). Under the namespace lock and
+// The body of every entry point (see below). Under the namespace lock and
 // then the per-key lock, probe the key: nothing there inserts an
 // in_progress row (fresh); a row another transaction has not committed is
 // in flight (waited for up to idempotency.in_flight_wait); a committed row
@@ -302,8 +343,8 @@ Datum begin(FunctionCallInfo fcinfo) {
   const Datum submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
   const bool fenced = pg::fenced_schema();
   // Read the clock only when a wait is configured: most begins never wait.
-  const TimestampTz deadline =
-      pg::in_flight_wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), pg::in_flight_wait_ms) : 0;
+  const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
+  const TimestampTz deadline = wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0;
 
   // The version of an abandoned record whose takeover found it locked by
   // another transaction (see below); 0: none.
@@ -314,19 +355,20 @@ Datum begin(FunctionCallInfo fcinfo) {
     const TimestampTz now = GetCurrentTimestamp();
     if (p.found == pg::Found::nothing) {
       pg::require_read_write(given_key, "idem_begin", "begin");
-      const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),       submitted,
-                               PointerGetDatum(request), IntervalPGetDatum(window), TimestampTzGetDatum(now)};
-      Datum fence = 0;
-      bool fence_null = true;
+      refuse_in_holdable_cursor(given_key);
       const pg::Layout layout = pg::writable_layout();
+      Datum fence = 0;
       if (layout.direct) {
         fence = Int64GetDatum(pg::insert_claim(layout, ns, key, submitted, policy.store_request ? request : nullptr,
                                                now, window));
-        fence_null = false;
       } else {
-        pg::execute(fenced ? insert_fenced : insert_in_progress, values, policy.store_request ? "      " : "   n  ",
-                    &fence, &fence_null);
+        if (fenced) fence = Int64GetDatum(pg::draw_fence());
+        const Datum values[7] = {PointerGetDatum(ns),      PointerGetDatum(key),       submitted,
+                                 PointerGetDatum(request), IntervalPGetDatum(window), TimestampTzGetDatum(now),
+                                 fence};
+        pg::execute(fenced ? insert_fenced : insert_in_progress, values, policy.store_request ? "       " : "   n   ");
       }
+      const bool fence_null = !layout.direct && !fenced;
       pg::unlock_key(lock);
       if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
       Outcome o = fresh_outcome(submitted, 1, fence, fence_null);
@@ -336,13 +378,16 @@ Datum begin(FunctionCallInfo fcinfo) {
     if (same_request && p.status == 'i' && !p.own && pg::registry().installed && abandoned(p, policy, now) &&
         p.updated_at != locked_version) {
       pg::require_read_write(given_key, "idem_begin", "begin");
-      const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), IntervalPGetDatum(window),
-                               TimestampTzGetDatum(now), TimestampTzGetDatum(p.updated_at)};
-      Datum row[2];
-      bool none[2] = {true, true};
-      pg::execute(fenced ? take_over_fenced : take_over, values, "     ", row, none);
+      refuse_in_holdable_cursor(given_key);
+      const Datum fence = fenced ? Int64GetDatum(pg::draw_fence()) : 0;
+      const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),
+                               IntervalPGetDatum(window), TimestampTzGetDatum(now),
+                               TimestampTzGetDatum(p.updated_at), fence};
+      Datum attempt;
+      bool none = true;
+      pg::execute(fenced ? take_over_fenced : take_over, values, "      ", &attempt, &none);
       pg::unlock_key(lock);
-      if (none[0]) {
+      if (none) {
         // Changed meanwhile, or locked by another transaction (a late
         // worker finishing it): look again, and if the same version is
         // still there it is held, so it is in flight. Under REPEATABLE READ
@@ -357,13 +402,13 @@ Datum begin(FunctionCallInfo fcinfo) {
         continue;
       }
       if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
-      Outcome o = fresh_outcome(submitted, DatumGetInt32(row[0]), row[1], none[1]);
+      Outcome o = fresh_outcome(submitted, DatumGetInt32(attempt), fence, !fenced);
       return to_datum(fcinfo, o);
     }
     pg::unlock_key(lock);
 
     if (p.found == pg::Found::busy) {
-      if (pg::in_flight_wait_ms > 0 && now < deadline) {
+      if (wait_ms > 0 && now < deadline) {
         pg::count(pg::waits);
         wait_for(p.busy_xid, deadline);
         continue;  // the holder ended (or time is up): look again
@@ -402,9 +447,13 @@ Datum begin(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
-// idem_begin as 0.5.0 declares it (its outcome has a fence). A library
-// older than 0.5.0 has no such symbol, so a backend that loaded one before
-// the update fails cleanly instead of forming the newer outcome.
+// idem_begin as 0.6.0 declares it (an in_flight_wait argument). A library
+// older than 0.6.0 has no such symbol, so a backend that loaded one before
+// the update fails cleanly instead of ignoring the argument.
+IDEM_FUNCTION(idem_begin_0_6) { return begin(fcinfo); }
+
+// idem_begin as 0.5.0 declares it (its outcome has a fence), for a schema
+// not yet updated.
 IDEM_FUNCTION(idem_begin_0_5) { return begin(fcinfo); }
 
 // idem_begin as 0.2.0 to 0.4.1 declare it, for a schema not yet updated.

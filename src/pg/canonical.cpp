@@ -117,6 +117,8 @@ void sha256_sink(void* context, const char* data, std::size_t size) {
   static_cast<core::Sha256*>(context)->update(data, size);
 }
 
+void discard_sink(void*, const char*, std::size_t) noexcept {}
+
 void string_info_sink(void* context, const char* data, std::size_t size) {
   appendBinaryStringInfo(static_cast<StringInfo>(context), data, static_cast<int>(size));
 }
@@ -155,6 +157,12 @@ text* canonical_text(JsonbContainer* container) {
   write_container(out, container);
   out.flush();
   return text_of_utf8({buf.data, static_cast<std::size_t>(buf.len)});
+}
+
+void check_utf8(JsonbContainer* container) {
+  if (GetDatabaseEncoding() != PG_SQL_ASCII) return;
+  core::JsonWriter out(discard_sink, nullptr);
+  write_container(out, container);  // converting each string to UTF-8 validates it
 }
 
 }  // namespace idem::pg

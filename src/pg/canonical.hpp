@@ -17,4 +17,10 @@ bytea* request_hash_bytea(JsonbContainer* container);
 // The canonical text itself, in the database encoding.
 text* canonical_text(JsonbContainer* container);
 
+// Raises 22021, as a request's fingerprint does, when a string of the value
+// is not valid UTF-8: possible only in a SQL_ASCII database, which checks
+// no text on input, so results and errors are refused there as requests are.
+// Does nothing in any other database.
+void check_utf8(JsonbContainer* container);
+
 }  // namespace idem::pg

@@ -39,7 +39,11 @@ IDEM_FUNCTION(idem_header_key) {
     throw core::Error(core::sqlstate::internal_error, "idem_header_key must return a record");
   Datum values[2] = {0, 0};
   bool nulls[2] = {true, true};
-  if (!PG_ARGISNULL(1)) {
+  if (!PG_ARGISNULL(1) && !pg::convertible_to_utf8(PG_GETARG_TEXT_PP(1))) {
+    // Only a SQL_ASCII database lets such bytes in; the client sent them.
+    values[1] = CStringGetTextDatum("The Idempotency-Key field holds bytes that are not UTF-8.");
+    nulls[1] = false;
+  } else if (!PG_ARGISNULL(1)) {
     const core::Slice header = pg::utf8_of(PG_GETARG_TEXT_PP(1));
     auto* buffer = static_cast<char*>(palloc(header.size + 1));
     core::Slice key{nullptr, 0};

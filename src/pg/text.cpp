@@ -16,6 +16,11 @@ core::Slice utf8_of(const char* s, int len) {
 
 core::Slice utf8_of(const text* t) { return utf8_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)); }
 
+bool convertible_to_utf8(const text* t) {
+  return GetDatabaseEncoding() != PG_SQL_ASCII ||
+         pg_verify_mbstr(PG_UTF8, VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t)), true);
+}
+
 text* text_of_utf8(core::Slice s) {
   const int len = static_cast<int>(s.size);
   const char* server = pg_any_to_server(s.data, len, PG_UTF8);

@@ -18,6 +18,10 @@ core::Slice utf8_of(const char* s, int len);
 // The same for a text value.
 core::Slice utf8_of(const text* t);
 
+// Whether utf8_of(t) would succeed: false only for bytes that are not UTF-8
+// in a SQL_ASCII database. Never raises.
+bool convertible_to_utf8(const text* t);
+
 // A text value in the database encoding holding the UTF-8 bytes s.
 text* text_of_utf8(core::Slice s);
 

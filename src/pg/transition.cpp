@@ -12,9 +12,12 @@ extern "C" {
 }
 
 #include "../core/error.hpp"
+#include "../core/fence.hpp"
+#include "canonical.hpp"
 #include "claims.hpp"
 #include "guard.hpp"
 #include "policy.hpp"
+#include "record.hpp"
 #include "spi.hpp"
 #include "stats.hpp"
 #include "text.hpp"
@@ -56,8 +59,9 @@ pg::Statement forget_attempt = {FORGET_IN_PROGRESS " AND attempt OPERATOR(pg_cat
                                 nullptr};
 
 // Fenced by the fence (0.5): only while the record is still the claim that
-// drew it. Fences never repeat, so neither a takeover nor a record begun
-// again after it was forgotten or purged can be finished with an old one.
+// drew it. Fences are random (core/fence.hpp), so neither a takeover, nor a
+// record begun again after it was forgotten or purged, nor a claim made in
+// a copy of the database can be finished with another claim's fence.
 pg::Statement finish_fence = {FINISH_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $6",
                               6,
                               {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT8OID},
@@ -77,11 +81,6 @@ pg::Statement* const forget_by[] = {&forget_in_progress, &forget_attempt, &forge
 pg::Statement current_status = {SELECT_RECORD("status"), 2, {TEXTOID, TEXTOID}, nullptr};
 pg::Statement latest_status = {SELECT_RECORD("status"), 2, {TEXTOID, TEXTOID}, nullptr, true};
 pg::Statement current_attempt = {SELECT_RECORD("attempt"), 2, {TEXTOID, TEXTOID}, nullptr};
-pg::Statement current_fence = {SELECT_RECORD("attempt, fence"), 2, {TEXTOID, TEXTOID}, nullptr};
-
-// Fences are drawn from idem_fence_seq, which starts here: a smaller value
-// (an attempt number passed where the fence belongs) is refused as such.
-constexpr int64 first_fence = INT64CONST(4294967296);
 
 // The proof argument (argno), what a transition was given to prove the
 // record is still its caller's: a fence for the 0.5 entry points, an attempt
@@ -91,7 +90,7 @@ pg::Claim proof_arg(FunctionCallInfo fcinfo, int argno, bool fence) {
   if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return {pg::Claim::none, 0};
   if (fence) {
     const int64 value = PG_GETARG_INT64(argno);
-    if (value < first_fence)
+    if (value < core::first_fence)
       throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency fence",
                         "fence is the value idem_begin answered with fresh (its fence column), or NULL, not " +
                             std::to_string(value) + ".",
@@ -130,31 +129,37 @@ Datum proof_datum(const pg::Claim& proof) {
     if (latest_none != none || (!none && !pg::same_bytes(status_text, DatumGetTextPP(latest))))
       pg::concurrent_change(given_key);
   }
+  if (none && pg::probe_key(ns, key, given_key).found == pg::Found::busy)
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot ") + action + " idempotency key " + label +
+                          ": this transaction holds no claim on it",
+                      "Another transaction began the key in namespace \"" + pg::string_of(ns) +
+                          "\" and has not ended (idem_begin answered in_flight here). Only the transaction whose "
+                          "idem_begin answered fresh may finish it.");
   if (none)
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " an idempotency record that is not in progress",
                       "No record exists for key " + std::string(label) + " in namespace \"" + pg::string_of(ns) +
-                          "\" (or it belongs to a transaction that has not committed); "
-                          "idem_begin must answer fresh first.");
+                          "\"; idem_begin must answer fresh first.");
   if (proof.kind == pg::Claim::fence && pg::string_of(status_text) == "in_progress") {
-    Datum row[2];
-    bool unknown[2] = {true, true};
-    pg::execute(current_fence, values, "  ", row, unknown);
-    const int32 holder = unknown[0] ? 0 : DatumGetInt32(row[0]);
-    if (!unknown[1] && DatumGetInt64(row[1]) > proof.value)
-      throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                        std::string("cannot ") + action + " an idempotency record held by a later claim",
-                        "The record for key " + std::string(label) + " is in progress under attempt " +
-                            std::to_string(holder) +
-                            ", claimed after the fence given was drawn: that fence's claim is over (its lease ran out and a later begin took the "
-                            "record over, or the record was forgotten or purged and begun again), or it is not this "
-                            "key's. Only the claim holding the record may finish it.");
+    // Fences say nothing by their order (they are random): only the attempt
+    // number tells whether the record was taken over since it was claimed.
+    Datum holder_attempt;
+    bool unknown = true;
+    pg::execute(current_attempt, values, "  ", &holder_attempt, &unknown);
+    const int32 holder = unknown ? 0 : DatumGetInt32(holder_attempt);
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      std::string("cannot ") + action + " an idempotency record under a fence no begin answered",
+                      std::string("cannot ") + action + " an idempotency record held under another fence",
                       "The record for key " + std::string(label) + " is in progress under attempt " +
                           std::to_string(holder) +
-                          "; no begin has answered the fence given for it. Pass the fence that idem_begin answered "
-                          "with fresh.");
+                          (holder > 1 ? " (taken over " + std::to_string(holder - 1) + " time" +
+                                            (holder > 2 ? "s" : "") + ")"
+                                      : std::string()) +
+                          ", with a fence other than the one given: the claim that drew that fence is over (its "
+                          "lease ran out and a later begin took the record over, or the record was forgotten or "
+                          "purged and begun again), or it is another key's, or another copy of the database's. "
+                          "Only the claim holding the record may finish it.",
+                      "Pass the fence that idem_begin answered with fresh for this key.");
   }
   if (proof.kind == pg::Claim::attempt && pg::string_of(status_text) == "in_progress") {
     Datum current;
@@ -230,6 +235,7 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
   const pg::Claim proof = proof_arg(fcinfo, 3, fence);
   const pg::Policy policy = pg::authorize(ns);
   pg::check_payload_size(payload, committing ? "result" : "error", ns, policy);
+  pg::check_utf8(&payload->root);
   if (!committing) check_error_payload(payload);
   pg::require_read_write(given_key, committing ? "idem_commit" : "idem_fail_permanent",
                          committing ? "commit" : "fail");

@@ -86,7 +86,7 @@ install_packages() {
 
 BUILD_PACKAGES=(make g++ libssl-dev "postgresql-$PGVER" "postgresql-server-dev-$PGVER")
 TEST_PACKAGES=("postgresql-$PGVER-pgtap" libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
-               "postgresql-$PGVER-cron" libgtest-dev python3 python3-psycopg clang libclang-rt-14-dev)
+               "postgresql-$PGVER-cron" libgtest-dev python3 python3-psycopg clang libclang-rt-14-dev pgbouncer)
 
 # Builds the extension and installs it into the server's directories.
 build_and_install() {

@@ -2,15 +2,15 @@
 -- that another session committed in progress (the asynchronous pattern
 -- under a lease, or a claim an older release let an autocommit caller
 -- commit) are written through dblink and aged there. No lease (the default)
--- takes one over only once its replay window has passed; the GUC gives
--- unregistered namespaces a lease and a namespace's own setting (0
--- included) overrides it; a taken-over record is attempt 2 and can be
--- finished; this transaction's own record is never taken over; the lease
+-- takes one over only once its replay window has passed; this transaction's
+-- own record is never taken over; the lease
 -- runs from when the key was claimed, not from when its transaction began;
 -- purging never deletes a record whose lease still runs, in any time zone.
+-- (The server-wide lease, which no session can set, is in
+-- test/t/008_purge_lease_setting.pl, with a taken-over record finished.)
 BEGIN;
 SET search_path = idempotency, public;
-SELECT plan(17);
+SELECT plan(10);
 
 SELECT dblink_connect('other', format('host=%s port=%s dbname=%s user=%s',
          split_part(current_setting('unix_socket_directories'), ',', 1),
@@ -27,31 +27,13 @@ LANGUAGE sql AS $$
 $$;
 SELECT pg_temp.abandoned('lease-none', 'k', '10 days');
 SELECT pg_temp.abandoned('lease-none', 'expired', '10 days', '-1 second');
-SELECT pg_temp.abandoned('lease-guc', 'k', '10 minutes');
-SELECT pg_temp.abandoned('lease-zero', 'k', '10 minutes');
 SELECT pg_temp.abandoned('lease-own', 'k', '10 minutes');
+SELECT namespace FROM idem_namespace_configure('lease-own', in_progress_lease => '5 minutes');
 
 SELECT is((SELECT kind::text || ' ' || (age > interval '9 days')::text FROM idem_begin('lease-none', 'k', '{"job": 1}')),
           'in_flight true', 'no lease: ten days old and still in flight, with its age');
 SELECT is((SELECT kind::text || ' ' || attempt FROM idem_begin('lease-none', 'expired', '{"job": 1}')),
           'fresh 2', 'no lease, but past its replay window: taken over as attempt 2, never in flight for ever');
-
--- (Set before the GUC gives every namespace a lease: removing a lease over
--- a record in progress is refused.)
-SELECT idem_namespace_configure('lease-zero', in_progress_lease => '0');
-SET LOCAL idempotency.in_progress_lease = '5min';
-SELECT is((SELECT kind::text || ' ' || attempt FROM idem_begin('lease-guc', 'k', '{"job": 1}')),
-          'fresh 2', 'the GUC lease: an unregistered namespace''s record is taken over as attempt 2');
-SELECT is((SELECT attempt FROM idempotency_record WHERE namespace = 'lease-guc'), 2, '  the record says attempt 2');
-SELECT ok((SELECT updated_at BETWEEN now() AND clock_timestamp() FROM idempotency_record WHERE namespace = 'lease-guc'),
-          '  and was claimed at the taking call''s time');
-SELECT lives_ok($$SELECT idem_commit('lease-guc', 'k', '{"done": true}')$$, '  the taker commits the outcome');
-SELECT is((SELECT kind::text FROM idem_begin('lease-guc', 'k', '{"job": 1}')), 'prior_result', '  which then replays');
-SELECT is((SELECT kind::text FROM idem_begin('lease-guc', 'k', '{"job": 2}')), 'mismatch',
-          '  another request under the key is still a mismatch');
-
-SELECT is((SELECT kind::text FROM idem_begin('lease-zero', 'k', '{"job": 1}')), 'in_flight',
-          'a namespace lease of 0 overrides the GUC: never taken over before its window ends');
 
 -- This transaction's own record: past the lease, still in flight (taking it
 -- over would run the work twice in one transaction).

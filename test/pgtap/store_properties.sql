@@ -64,15 +64,15 @@ SELECT is((SELECT n FROM dblink('batch', $q$SELECT count(*) FROM idempotency.ide
 SELECT dblink_disconnect('batch');
 
 -- This transaction holds 'held' in flight; another session waits at most
--- idempotency.in_flight_wait for it and then answers in_flight.
+-- its in_flight_wait for it and then answers in_flight.
 SELECT is((SELECT kind FROM idem_begin('waits', 'held', '{}')), 'fresh', 'this transaction holds a key');
 CREATE TEMP TABLE waited AS
 SELECT * FROM dblink(
   format('host=%s port=%s dbname=%s user=%s',
          split_part(current_setting('unix_socket_directories'), ',', 1),
          current_setting('port'), current_database(), current_user),
-  $$SET idempotency.in_flight_wait = '300ms';
-    SELECT o.kind::text, clock_timestamp() - now() FROM idempotency.idem_begin('waits', 'held', '{}') o$$)
+  $$SELECT o.kind::text, clock_timestamp() - now()
+    FROM idempotency.idem_begin('waits', 'held', '{}', in_flight_wait => '300ms') o$$)
   AS t(kind text, waited interval);
 SELECT is((SELECT kind FROM waited), 'in_flight', 'a waiter whose holder never finishes answers in_flight');
 SELECT cmp_ok((SELECT waited FROM waited), '>=', interval '250ms', 'after waiting about in_flight_wait');

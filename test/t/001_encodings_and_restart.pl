@@ -70,6 +70,32 @@ my ($ret, $out, $err) = $node->psql('latin1',
 isnt($ret, 0, 'a Japanese part in a LATIN1 database fails');
 like($err, qr/has no equivalent in encoding "LATIN1"/, 'with an encoding error');
 
+# A SQL_ASCII database checks no text, so bytes that are not UTF-8 can reach
+# the store. A request, a result and an error holding them are all refused
+# (22021, PostgreSQL's own message) before anything is written, and an
+# Idempotency-Key header holding them is the client's mistake: a 400.
+my $latin1_e = "\xe9";    # é in LATIN1: not UTF-8
+sub sql_ascii
+{
+	my ($sql) = @_;
+	my ($ret, $out, $err) = $node->psql('sql_ascii', "SET client_encoding = 'SQL_ASCII'; $sql",
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	return $err ne '' ? ($err =~ /ERROR:  (\w{5}):/)[0] : $out;
+}
+is(sql_ascii(qq{SELECT kind FROM idempotency.idem_begin('n', 'request', jsonb_build_object('a', 'caf$latin1_e'))}),
+	'22021', 'SQL_ASCII: a request that is not UTF-8 is refused');
+is(sql_ascii(qq{BEGIN; SELECT kind FROM idempotency.idem_begin('n', 'result', '{}');
+	SELECT idempotency.idem_commit('n', 'result', jsonb_build_object('a', 'caf$latin1_e')); COMMIT;}),
+	'22021', 'SQL_ASCII: so is a result');
+is(sql_ascii(qq{BEGIN; SELECT kind FROM idempotency.idem_begin('n', 'error', '{}');
+	SELECT idempotency.idem_fail_permanent('n', 'error', jsonb_build_object('class_tag', 'E', 'message', 'caf$latin1_e'));
+	COMMIT;}), '22021', 'SQL_ASCII: and an error');
+is(sql_ascii(q{SELECT count(*) FROM idempotency.idempotency_record}), '0', '  and nothing was written');
+is(sql_ascii(qq{SELECT status || ' ' || (body ->> 'code') || ' ' || (body ->> 'detail')
+	FROM idempotency.idem_http_key('n', 'key-$latin1_e')}),
+	'400 INVALID_IDEMPOTENCY_KEY The Idempotency-Key field holds bytes that are not UTF-8.',
+	'SQL_ASCII: a header that is not UTF-8 is a 400');
+
 # Restart: everything computed before is computed again, bit for bit.
 $node->restart;
 for my $chars (sort keys %text)

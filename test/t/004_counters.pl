@@ -58,8 +58,7 @@ $node->safe_psql('postgres', q{SELECT idempotency.idem_begin('n', 'held', '{}')}
 my $waiter = $node->background_psql('postgres');
 $waiter->query_until(qr/waiting/, q{
 	\echo waiting
-	SET idempotency.in_flight_wait = '60s';
-	SELECT kind FROM idempotency.idem_begin('n', 'held', '{}');
+	SELECT kind FROM idempotency.idem_begin('n', 'held', '{}', in_flight_wait => '60s');
 });
 $node->poll_query_until('postgres',
 	q{SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted})

@@ -79,7 +79,7 @@ like($err, qr/HINT:  Call idem_begin on the primary\./, 'and a hint that says wh
 
 # A key in flight on the primary, waited for on the standby: there the
 # primary's transaction holds no lock to wait on, so the wait polls, and it
-# ends when idempotency.in_flight_wait runs out (in_flight) or when
+# ends when its in_flight_wait runs out (in_flight) or when
 # statement_timeout cancels it, never only when the primary commits.
 my $holder = $primary->background_psql('postgres');
 $holder->query_safe(q{BEGIN; SELECT idempotency.idem_begin('n', 'inflight', '{"amount": 60}');});
@@ -89,15 +89,13 @@ $holder->query_safe(q{BEGIN; SELECT idempotency.idem_begin('n', 'inflight', '{"a
 $primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
 my ($timed_out, $waited_out) = (0, '');
 ($ret, $out, $err) = $standby->psql('postgres', q{
-	SET idempotency.in_flight_wait = '1s';
-	SELECT kind FROM idempotency.idem_begin('n', 'inflight', '{"amount": 60}');},
+	SELECT kind FROM idempotency.idem_begin('n', 'inflight', '{"amount": 60}', in_flight_wait => '1s');},
 	timeout => 60, timed_out => \$timed_out);
 is($timed_out, 0, 'a bounded wait on the standby returns while the primary still holds the key');
 is($out, 'in_flight', '  and answers in_flight');
 ($ret, $out, $err) = $standby->psql('postgres', q{
-	SET idempotency.in_flight_wait = '10min';
 	SET statement_timeout = '500ms';
-	SELECT kind FROM idempotency.idem_begin('n', 'inflight', '{"amount": 60}');},
+	SELECT kind FROM idempotency.idem_begin('n', 'inflight', '{"amount": 60}', in_flight_wait => '10min');},
 	timeout => 60, timed_out => \$timed_out, extra_params => ['-v', 'VERBOSITY=verbose']);
 is($timed_out, 0, 'statement_timeout cancels a long wait on the standby');
 like($err, qr/ERROR:  57014: canceling statement due to statement timeout/, '  with 57014');

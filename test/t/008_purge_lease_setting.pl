@@ -1,9 +1,13 @@
 # 008_purge_lease_setting.pl: the server-wide in-progress lease
-# (idempotency.in_progress_lease, superuser-only) holds for a purge run by a
-# role that may only purge, in a session where the library is not loaded
-# yet. Until the library is loaded PostgreSQL keeps any value a session
-# sets for it as a placeholder; idem_purge loads the library before reading
-# the setting, which turns such a value away.
+# (idempotency.in_progress_lease, set in postgresql.conf or with ALTER
+# SYSTEM only: every session must agree on which claims may outlive their
+# transaction). An unregistered namespace's abandoned record is taken over
+# under it and can be finished; a namespace's own lease, 0 included,
+# overrides it. It holds for a purge run by a role that may only purge, in
+# a session where the library is not loaded yet: until the library is
+# loaded PostgreSQL keeps any value a session sets for it as a placeholder;
+# idem_purge loads the library before reading the setting, which turns such
+# a value away.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -19,19 +23,42 @@ $node->safe_psql('postgres', q{
 	CREATE ROLE purger LOGIN;
 	GRANT USAGE ON SCHEMA idempotency TO purger;
 	GRANT EXECUTE ON FUNCTION idempotency.idem_purge(integer, integer) TO purger;
-	-- A worker claimed the key ten minutes ago under the server's lease of
-	-- an hour; the record's replay window has passed.
+	SELECT idempotency.idem_namespace_configure('lease-zero', in_progress_lease => '0');
+	-- Records that workers claimed and committed unfinished: in 'jobs' ten
+	-- minutes ago (the replay window has passed), elsewhere two hours ago.
 	INSERT INTO idempotency.idempotency_record
-	    (namespace, key_value, status, request_hash, created_at, updated_at, expires_at, fence)
-	VALUES ('jobs', 'running', 'in_progress', idempotency.idem_request_hash('{}'),
-	        now() - interval '10 minutes', now() - interval '10 minutes', now() - interval '1 minute',
-	        nextval('idempotency.idem_fence_seq'));});
+	    (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at, fence)
+	VALUES ('jobs', 'running', 'in_progress', idempotency.idem_request_hash('{}'), '{}',
+	        now() - interval '10 minutes', now() - interval '10 minutes', now() - interval '1 minute', 5000000000),
+	       ('lease-guc', 'k', 'in_progress', idempotency.idem_request_hash('{}'), '{}',
+	        now() - interval '2 hours', now() - interval '2 hours', now() + interval '1 day', 5000000001),
+	       ('lease-zero', 'k', 'in_progress', idempotency.idem_request_hash('{}'), '{}',
+	        now() - interval '2 hours', now() - interval '2 hours', now() + interval '1 day', 5000000002);});
 
-my ($ret, $out, $err) = $node->psql('postgres', q{
+# The server's lease: an unregistered namespace's record older than an hour
+# is taken over (attempt 2) and finished by the taker; a namespace whose own
+# lease is 0 keeps its record in flight.
+is($node->safe_psql('postgres', q{
+	BEGIN;
+	SELECT kind || ' ' || attempt FROM idempotency.idem_begin('lease-guc', 'k', '{}');
+	SELECT idempotency.idem_commit('lease-guc', 'k', '{"done": true}');
+	COMMIT;
+	SELECT kind FROM idempotency.idem_begin('lease-guc', 'k', '{}');}), "fresh 2\n\nprior_result",
+	'the server-wide lease: an abandoned record is taken over as attempt 2, finished, then replayed');
+is($node->safe_psql('postgres', q{SELECT kind FROM idempotency.idem_begin('lease-zero', 'k', '{}')}),
+	'in_flight', 'a namespace lease of 0 overrides the server-wide lease');
+
+# No session sets it: not SET, and not for a database.
+my ($ret, $out, $err) = $node->psql('postgres', q{LOAD 'idempotency'; SET idempotency.in_progress_lease = '0'});
+like($err, qr/parameter "idempotency.in_progress_lease" cannot be changed now/, 'a session cannot set the lease');
+($ret, $out, $err) = $node->psql('postgres', q{LOAD 'idempotency'; ALTER DATABASE postgres SET idempotency.in_progress_lease = '0'});
+like($err, qr/parameter "idempotency.in_progress_lease" cannot be changed now/, 'nor set it for a database');
+
+($ret, $out, $err) = $node->psql('postgres', q{
 	SET idempotency.in_progress_lease = '0';
 	SELECT idempotency.idem_purge();}, extra_params => ['-U', 'purger']);
 is($out, '0', 'a purger that set the lease to 0 before the library was loaded purges nothing');
-like($err, qr/permission denied to set parameter "idempotency.in_progress_lease"/,
+like($err, qr/parameter "idempotency.in_progress_lease" cannot be changed now/,
 	'and is told its setting was refused');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM idempotency.idempotency_record WHERE key_value = 'running'}),
 	'1', 'the record whose lease runs is still there');

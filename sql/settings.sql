@@ -1,0 +1,108 @@
+-- settings: no setting of the store's is taken from a session. SET, SET
+-- LOCAL, set_config() and a function's SET clause are refused (55P02) for
+-- replay_window, in_flight_wait, store_request, max_payload_bytes and
+-- require_registered_namespace, because a session's value outlives its
+-- transaction and would reach the next client of a pooled connection; a
+-- superuser sets them in postgresql.conf or for a database or role, and a
+-- call passes replay_window and in_flight_wait as arguments.
+-- in_progress_lease is server-wide (postgresql.conf, ALTER SYSTEM).
+-- track_counters, which shapes only the counters, stays settable.
+DELETE FROM idempotency_record;
+DELETE FROM idem_namespace_config;
+SELECT namespace FROM idem_namespace_configure('settings');
+
+-- Every form of setting from a session is refused, and the value stays.
+SET idempotency.replay_window = '1s';
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+SET LOCAL idempotency.in_flight_wait = '3s';
+ROLLBACK;
+SELECT set_config('idempotency.store_request', 'off', false);
+SET idempotency.max_payload_bytes = 32;
+SET idempotency.require_registered_namespace = on;
+SET idempotency.in_progress_lease = '5min';
+\echo :LAST_ERROR_SQLSTATE
+CREATE FUNCTION pg_temp.short_window() RETURNS interval LANGUAGE sql
+SET idempotency.replay_window = '1s' AS $$ SELECT current_setting('idempotency.replay_window')::interval $$;
+SELECT name, setting, source FROM pg_settings
+WHERE name LIKE 'idempotency.%' AND name <> 'idempotency.track_counters' ORDER BY name;
+SET idempotency.track_counters = off;
+RESET idempotency.track_counters;
+
+-- A role that is not a superuser is refused as before, by PostgreSQL.
+CREATE ROLE regress_idem_settings;
+SET ROLE regress_idem_settings;
+SET idempotency.replay_window = '1h';
+RESET ROLE;
+DROP ROLE regress_idem_settings;
+
+-- in_progress_lease is server-wide: not per database or role either.
+SELECT current_database() AS db \gset
+ALTER DATABASE :"db" SET idempotency.in_progress_lease = '5min';
+
+-- What a superuser sets for the database reaches the database's new
+-- sessions, and every record they write.
+ALTER DATABASE :"db" SET idempotency.replay_window = '2h';
+ALTER DATABASE :"db" SET idempotency.store_request = off;
+ALTER DATABASE :"db" SET idempotency.max_payload_bytes = 64;
+ALTER DATABASE :"db" SET idempotency.require_registered_namespace = on;
+ALTER DATABASE :"db" SET idempotency.in_flight_wait = '10ms';
+\c
+LOAD 'idempotency';
+SELECT name, setting, source FROM pg_settings
+WHERE name LIKE 'idempotency.%' AND name <> 'idempotency.track_counters' ORDER BY name;
+BEGIN;
+SELECT kind FROM idem_begin('settings', 'by-database', '{"card": "4111"}');
+SELECT idem_commit('settings', 'by-database', '{}');
+COMMIT;
+SELECT key_value, expires_at - created_at AS replay_window, request_payload IS NULL AS request_dropped
+FROM idempotency_record WHERE namespace = 'settings';
+SELECT kind FROM idem_begin('settings', 'large', jsonb_build_object('text', repeat('x', 100)));
+SELECT kind FROM idem_begin('unregistered', 'k', '{}');
+\echo :LAST_ERROR_SQLSTATE
+
+-- A session that set a value before the library was loaded gets a warning
+-- when it loads, and the database's value.
+\c
+SET idempotency.replay_window = '1s';
+BEGIN;
+SELECT kind FROM idem_begin('settings', 'set-before-load', '{}');
+SHOW idempotency.replay_window;
+ROLLBACK;
+
+ALTER DATABASE :"db" RESET idempotency.replay_window;
+ALTER DATABASE :"db" RESET idempotency.store_request;
+ALTER DATABASE :"db" RESET idempotency.max_payload_bytes;
+ALTER DATABASE :"db" RESET idempotency.require_registered_namespace;
+ALTER DATABASE :"db" RESET idempotency.in_flight_wait;
+
+-- idem_namespace_configure reads store_request once the library is loaded:
+-- a value the session set before is refused then, and the namespace's
+-- requests are kept (switching store_request off would remove them).
+SELECT namespace FROM idem_namespace_configure('kept', store_request => NULL);
+BEGIN;
+SELECT kind FROM idem_begin('kept', 'k-1', '{"card": "4111"}');
+SELECT idem_commit('kept', 'k-1', '{}');
+COMMIT;
+\c
+SET idempotency.store_request = off;
+SELECT store_request FROM idem_namespace_configure('kept');
+SELECT count(request_payload) AS requests_kept FROM idempotency_record WHERE namespace = 'kept';
+\c
+
+-- A call passes its own window and in-flight wait. The wait must be zero or
+-- more in every part, and at most 2147483647 ms, as the setting.
+BEGIN;
+SELECT kind FROM idem_begin('settings', 'by-call', '{}', replay_window => '3h', in_flight_wait => '0');
+SELECT kind FROM idem_begin_typed('settings', 'typed-by-call', 42, '4h', '1s');
+SELECT idem_commit('settings', k, '{}') FROM unnest(ARRAY['by-call', 'typed-by-call']) k;
+COMMIT;
+SELECT key_value, expires_at - created_at AS replay_window FROM idempotency_record
+WHERE namespace = 'settings' AND key_value LIKE '%by-call' ORDER BY 1;
+SELECT kind FROM idem_begin('settings', 'w', '{}', in_flight_wait => '-1 second');
+SELECT kind FROM idem_begin('settings', 'w', '{}', in_flight_wait => '1 day -1 hour');
+SELECT kind FROM idem_begin('settings', 'w', '{}', in_flight_wait => '25 days');
+\echo :LAST_ERROR_SQLSTATE
+
+DELETE FROM idempotency_record;
+SELECT idem_namespace_drop('settings'), idem_namespace_drop('kept');
