@@ -45,7 +45,7 @@ sub record_rows
 my $multibyte_key = q{U&'Gr\00FC\00DFe-\65E5\672C\8A9E-\+01F600'};
 my $longest_key   = q{repeat(U&'\00E9', 127) || repeat('k', 128)};
 
-# A store filled through the API of 0.2.0 to 0.4.1 (the same store
+# A store filled through the API of 0.2.0 to 0.5.0 (the same store
 # functions: idem_commit, idem_fail_permanent, idem_fail_transient without
 # a fence, the typed wrappers): committed records with results, one of
 # them stored out of line (TOAST), permanently failed ones with error
@@ -161,8 +161,9 @@ is($node->safe_psql('v010', q{
 	SELECT o.kind || ' ' || o.result FROM idempotency.idem_begin('n', 'k', '{"a": 1}') o;}),
 	"fresh\n\nprior_result {\"ok\": true}", 'the store the update created records and replays');
 
-# 0.2.0, 0.3.0, 0.4.0 and 0.4.1: the same population, the update, then every row checked.
-for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1')
+# 0.2.0, 0.3.0, 0.4.0, 0.4.1 and 0.5.0: the same population, the update,
+# then every row checked.
+for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0')
 {
 	(my $db = "v$version") =~ s/\.//g;
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
