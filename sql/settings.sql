@@ -75,6 +75,7 @@ ALTER DATABASE :"db" RESET idempotency.store_request;
 ALTER DATABASE :"db" RESET idempotency.max_payload_bytes;
 ALTER DATABASE :"db" RESET idempotency.require_registered_namespace;
 ALTER DATABASE :"db" RESET idempotency.in_flight_wait;
+\c
 
 -- idem_namespace_configure reads store_request once the library is loaded:
 -- a value the session set before is refused then, and the namespace's

@@ -22,6 +22,7 @@ extern "C" {
 
 #include "../core/error.hpp"
 #include "canonical.hpp"
+#include "citus.hpp"
 #include "claims.hpp"
 #include "fence.hpp"
 #include "guard.hpp"
@@ -326,6 +327,7 @@ void wait_for(TransactionId xid, TimestampTz deadline) {
 // number and a new fence). Nothing about the namespace's records is read
 // before the caller is authorized for it.
 Datum begin(FunctionCallInfo fcinfo) {
+  pg::refuse_where_citus_would_split_the_store(fcinfo);
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   Jsonb* request = pg::payload_arg(fcinfo, 2, "request");

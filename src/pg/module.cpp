@@ -4,6 +4,7 @@
 // counters.
 #include "postgres.hpp"
 
+#include "citus.hpp"
 #include "claims.hpp"
 #include "compat.hpp"  // IDEM_PG_MODULE_MAGIC
 #include "policy.hpp"
@@ -22,5 +23,6 @@ void _PG_init(void) {
   idem::pg::register_record_invalidation();
   idem::pg::register_policy_invalidation();
   idem::pg::register_claim_callbacks();
+  idem::pg::register_citus_invalidation();
   if (process_shared_preload_libraries_in_progress) idem::pg::request_stats_memory();
 }

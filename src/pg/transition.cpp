@@ -14,6 +14,7 @@ extern "C" {
 #include "../core/error.hpp"
 #include "../core/fence.hpp"
 #include "canonical.hpp"
+#include "citus.hpp"
 #include "claims.hpp"
 #include "guard.hpp"
 #include "policy.hpp"
@@ -228,6 +229,7 @@ void check_error_payload(Jsonb* error) {
 // Moves the in_progress row to committed (with the result) or failed (with
 // the error payload). fence: the 0.5 entry point (a fence argument).
 void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
+  pg::refuse_where_citus_would_split_the_store(fcinfo);
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   const char* status = committing ? "committed" : "failed";
@@ -254,6 +256,7 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
 // Deletes the in-progress row so the next begin is fresh; never touches a
 // committed or failed row.
 void forget(FunctionCallInfo fcinfo, bool fence) {
+  pg::refuse_where_citus_would_split_the_store(fcinfo);
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   const pg::Claim proof = proof_arg(fcinfo, 2, fence);
