@@ -24,10 +24,13 @@ extern "C" {
 #include "canonical.hpp"
 #include "citus.hpp"
 #include "claims.hpp"
+#include "extension.hpp"
 #include "fence.hpp"
 #include "guard.hpp"
 #include "policy.hpp"
-#include "record.hpp"
+#include "lock_tags.hpp"
+#include "probe.hpp"
+#include "store.hpp"
 #include "settings.hpp"
 #include "spi.hpp"
 #include "stats.hpp"
@@ -215,20 +218,18 @@ int64 in_flight_wait_ms(FunctionCallInfo fcinfo, int argno) {
 // and names every column, as the direct write does, so that a column
 // default an operator adds never makes the two paths write different rows.
 #define INSERT_IN_PROGRESS(MORE_COLUMNS, MORE_VALUES)                                                          \
-  "INSERT INTO idempotency.idempotency_record"                                                                 \
+  "INSERT INTO @store@"                                                                                         \
   " (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at" MORE_COLUMNS \
   ") VALUES ($1, $2, 'in_progress', $3, $4, $6, $6, $6 OPERATOR(pg_catalog.+) $5" MORE_VALUES ")"
 
-pg::Statement insert_in_progress = {INSERT_IN_PROGRESS("", ""),
-                                    6,
-                                    {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID},
-                                    nullptr};
+const pg::StoreStatement insert_in_progress = {INSERT_IN_PROGRESS("", ""),
+                                               6,
+                                               {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID}};
 
-pg::Statement insert_fenced = {
+const pg::StoreStatement insert_fenced = {
     INSERT_IN_PROGRESS(", result_payload, error_payload, attempt, fence", ", NULL, NULL, 1, $7"),
     7,
-    {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID, INT8OID},
-    nullptr};
+    {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID, INT8OID}};
 
 // Takes over the in_progress record the probe saw (the version claimed at
 // $5): the next attempt, claimed at $4 (with the new claim's fence, $6).
@@ -237,24 +238,20 @@ pg::Statement insert_fenced = {
 // per-key lock; it then matches nothing, as it does when the record changed
 // since the probe.
 #define TAKE_OVER(FENCE_SET)                                                                                   \
-  "UPDATE idempotency.idempotency_record"                                                                      \
+  "UPDATE @store@"                                                                                              \
   " SET attempt = attempt OPERATOR(pg_catalog.+) 1, updated_at = $4,"                                          \
   " expires_at = $4 OPERATOR(pg_catalog.+) $3" FENCE_SET                                                        \
-  " WHERE ctid OPERATOR(pg_catalog.=) (SELECT ctid FROM idempotency.idempotency_record"                        \
+  " WHERE ctid OPERATOR(pg_catalog.=) (SELECT ctid FROM @store@"                                                \
   "   WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"                        \
   "   AND status OPERATOR(pg_catalog.=) 'in_progress' AND updated_at OPERATOR(pg_catalog.=) $5"                 \
   "   FOR UPDATE SKIP LOCKED)"                                                                                  \
   " RETURNING attempt"
 
-pg::Statement take_over = {TAKE_OVER(""),
-                           5,
-                           {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
-                           nullptr};
+const pg::StoreStatement take_over = {TAKE_OVER(""), 5,
+                                      {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}};
 
-pg::Statement take_over_fenced = {TAKE_OVER(", fence = $6"),
-                                  6,
-                                  {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID},
-                                  nullptr};
+const pg::StoreStatement take_over_fenced = {
+    TAKE_OVER(", fence = $6"), 6, {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}};
 
 // Whether an in_progress record that another transaction committed may be
 // taken over: its namespace's lease ran out since it was claimed, or, with
@@ -343,7 +340,6 @@ Datum begin(FunctionCallInfo fcinfo) {
   pg::check_payload_size(request, "request", ns, policy);
   text* key = pg::stored_key(given_key, policy);
   const Datum submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
-  const bool fenced = pg::fenced_schema();
   // Read the clock only when a wait is configured: most begins never wait.
   const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
   const TimestampTz deadline = wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0;
@@ -353,24 +349,30 @@ Datum begin(FunctionCallInfo fcinfo) {
   TimestampTz locked_version = 0;
   for (;;) {
     const LOCKTAG lock = pg::lock_key(ns, key);
-    pg::Probe p = pg::probe_key(ns, key, given_key);
+    // RowExclusiveLock, as INSERT ... ON CONFLICT takes it, when the begin
+    // may write: taking it only after the probe (a lock upgrade) could
+    // deadlock with REINDEX or CREATE INDEX. A read-only transaction (a
+    // standby) may take only AccessShareLock, and never writes.
+    const pg::Store store = pg::open_store(ns, policy.store, XactReadOnly ? AccessShareLock : RowExclusiveLock);
+    const bool fenced = store.fenced;
+    pg::Probe p = pg::probe_key(store, ns, key, given_key);
     const TimestampTz now = GetCurrentTimestamp();
     if (p.found == pg::Found::nothing) {
       pg::require_read_write(given_key, "idem_begin", "begin");
       refuse_in_holdable_cursor(given_key);
-      const pg::Layout layout = pg::writable_layout();
       Datum fence = 0;
-      if (layout.direct) {
-        fence = Int64GetDatum(pg::insert_claim(layout, ns, key, submitted, policy.store_request ? request : nullptr,
+      if (store.direct) {
+        fence = Int64GetDatum(pg::insert_claim(store, ns, key, submitted, policy.store_request ? request : nullptr,
                                                now, window));
       } else {
         if (fenced) fence = Int64GetDatum(pg::draw_fence());
         const Datum values[7] = {PointerGetDatum(ns),      PointerGetDatum(key),       submitted,
                                  PointerGetDatum(request), IntervalPGetDatum(window), TimestampTzGetDatum(now),
                                  fence};
-        pg::execute(fenced ? insert_fenced : insert_in_progress, values, policy.store_request ? "       " : "   n   ");
+        pg::execute(fenced ? insert_fenced : insert_in_progress, store, values,
+                    policy.store_request ? "       " : "   n   ");
       }
-      const bool fence_null = !layout.direct && !fenced;
+      const bool fence_null = !store.direct && !fenced;
       pg::unlock_key(lock);
       if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
       Outcome o = fresh_outcome(submitted, 1, fence, fence_null);
@@ -387,7 +389,7 @@ Datum begin(FunctionCallInfo fcinfo) {
                                TimestampTzGetDatum(p.updated_at), fence};
       Datum attempt;
       bool none = true;
-      pg::execute(fenced ? take_over_fenced : take_over, values, "      ", &attempt, &none);
+      pg::execute(fenced ? take_over_fenced : take_over, store, values, "      ", &attempt, &none);
       pg::unlock_key(lock);
       if (none) {
         // Changed meanwhile, or locked by another transaction (a late

@@ -184,6 +184,21 @@ void refuse_where_citus_would_split_the_store(FunctionCallInfo fcinfo) {
                       "Call the store on the coordinator (docs/scale-out.md).");
 }
 
+bool citus_manages(Oid relid) {
+  if (!OidIsValid(get_extension_oid("citus", true))) return false;
+  const Oid partition = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
+  const Oid by_relid = get_relname_relid("pg_dist_partition_logical_relid_index", PG_CATALOG_NAMESPACE);
+  if (!OidIsValid(partition) || !OidIsValid(by_relid)) return false;
+  Relation rel = table_open(partition, AccessShareLock);
+  ScanKeyData key;
+  ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+  SysScanDesc scan = systable_beginscan(rel, by_relid, true, nullptr, 1, &key);
+  const bool managed = HeapTupleIsValid(systable_getnext(scan));
+  systable_endscan(scan);
+  table_close(rel, AccessShareLock);
+  return managed;
+}
+
 void register_citus_invalidation() { CacheRegisterRelcacheCallback(forget_citus, 0); }
 
 }  // namespace idem::pg

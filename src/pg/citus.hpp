@@ -15,6 +15,11 @@ namespace idem::pg {
 // where Citus is not loaded, and a cached answer where it is.
 void refuse_where_citus_would_split_the_store(FunctionCallInfo fcinfo);
 
+// Whether Citus keeps relid in its metadata on this node (a distributed,
+// reference or local-metadata table): then it keeps the rows in shard
+// tables, and the relation of that name here is an empty shell.
+bool citus_manages(Oid relid);
+
 // Registers the relcache hook that forgets what was read from Citus's
 // catalogs (called once from _PG_init).
 void register_citus_invalidation();

@@ -8,9 +8,11 @@
 #include "claims.hpp"
 #include "compat.hpp"  // IDEM_PG_MODULE_MAGIC
 #include "policy.hpp"
-#include "record.hpp"
+#include "spi.hpp"
+#include "extension.hpp"
 #include "settings.hpp"
 #include "stats.hpp"
+#include "store.hpp"
 
 extern "C" {
 IDEM_PG_MODULE_MAGIC;
@@ -20,7 +22,9 @@ void _PG_init(void);
 // Runs once per backend when the library is loaded; nothing here can throw.
 void _PG_init(void) {
   idem::pg::define_settings();
-  idem::pg::register_record_invalidation();
+  idem::pg::register_extension_invalidation();
+  idem::pg::register_store_invalidation();
+  idem::pg::register_statement_invalidation();
   idem::pg::register_policy_invalidation();
   idem::pg::register_claim_callbacks();
   idem::pg::register_citus_invalidation();

@@ -26,7 +26,8 @@ extern "C" {
 #include "../core/namespace.hpp"
 #include "../core/sha256.hpp"
 #include "guard.hpp"
-#include "record.hpp"
+#include "extension.hpp"
+#include "lock_tags.hpp"
 #include "settings.hpp"
 #include "spi.hpp"
 #include "text.hpp"
@@ -51,6 +52,7 @@ struct Entry {
   int64 lease_us;
   bool has_max_payload;
   int64 max_payload_bytes;
+  Oid store;
   int grantee_count;
   Oid* grantees;  // in cache_context
 };
@@ -93,28 +95,28 @@ HTAB* policy_cache(const Registry& r) {
 // The namespace's row and grants, read as the store's owner with the latest
 // snapshot: a change committed by another session after this transaction
 // began is seen, so a cache refilled after its invalidation is never stale.
-Statement read_policy = {
-    "SELECT c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys, c.max_payload_bytes,"
-    " ARRAY(SELECT g.grantee::pg_catalog.oid FROM idempotency.idem_namespace_grant g"
-    "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace)"
-    " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1",
-    1,
-    {TEXTOID},
-    nullptr,
-    true};
+// (A schema older than 0.6.0 binds no namespace to a store: the second form.)
+#define READ_POLICY(STORE)                                                                                  \
+  "SELECT c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys, c.max_payload_bytes,"        \
+  " ARRAY(SELECT g.grantee::pg_catalog.oid FROM idempotency.idem_namespace_grant g"                        \
+  "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace), " STORE                                     \
+  " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1"
+Statement read_policy = {READ_POLICY("c.store::pg_catalog.oid"), 1, {TEXTOID}, nullptr, true};
+Statement read_policy_unbound = {READ_POLICY("NULL::pg_catalog.oid"), 1, {TEXTOID}, nullptr, true};
 
 // Fills e from the registry; e->name is set. The grantees are palloc'd in
 // the current memory context.
-void load(Entry* e, const text* ns) {
+void load(Entry* e, const text* ns, const Registry& r) {
   e->registered = false;
   e->hash_keys = false;
   e->has_store_request = e->has_replay_window = e->has_lease = e->has_max_payload = false;
+  e->store = InvalidOid;
   e->grantee_count = 0;
   e->grantees = nullptr;
-  Datum row[6];
-  bool nulls[6];
+  Datum row[7];
+  bool nulls[7];
   const Datum values[1] = {PointerGetDatum(ns)};
-  if (execute(read_policy, values, " ", row, nulls) == 0) return;
+  if (execute(r.binds ? read_policy : read_policy_unbound, values, " ", row, nulls) == 0) return;
   e->registered = true;
   if (!nulls[0]) e->has_replay_window = true, e->replay_window = *DatumGetIntervalP(row[0]);
   if (!nulls[1]) {
@@ -129,6 +131,7 @@ void load(Entry* e, const text* ns) {
   if (!nulls[2]) e->has_store_request = true, e->store_request = DatumGetBool(row[2]);
   e->hash_keys = DatumGetBool(row[3]);
   if (!nulls[4]) e->has_max_payload = true, e->max_payload_bytes = DatumGetInt32(row[4]);
+  if (!nulls[6]) e->store = DatumGetObjectId(row[6]);
   ArrayType* grantees = DatumGetArrayTypeP(row[5]);
   Datum* oids;
   int count;
@@ -165,7 +168,7 @@ Entry lookup(const text* ns, const Registry& r) {
   const uint64 read_at = generation;
   Entry loaded;
   std::memcpy(loaded.name, name, sizeof name);
-  load(&loaded, ns);
+  load(&loaded, ns, r);
   if (generation != read_at) return loaded;
   // Entered only once complete (an error while loading leaves nothing).
   auto* e = static_cast<Entry*>(hash_search(policy_cache(r), name, HASH_ENTER, nullptr));
@@ -222,6 +225,7 @@ Policy authorize(const text* ns) {
   if (e.has_replay_window) p.has_replay_window = true, p.replay_window = e.replay_window;
   if (e.has_lease) p.lease_us = e.lease_us;
   if (e.has_max_payload) p.max_payload_bytes = e.max_payload_bytes;
+  p.store = e.store;
   return p;
 }
 

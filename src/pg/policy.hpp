@@ -22,6 +22,7 @@ struct Policy {
   Interval replay_window;
   int64 lease_us;          // in_progress_lease in microseconds; 0: never taken over
   int64 max_payload_bytes;
+  Oid store;               // the table the namespace is bound to; InvalidOid: the extension's own
 };
 
 // The policy of namespace ns for the current user. Raises 42501 when the user

@@ -1,43 +1,103 @@
-// spi.cpp: kept-plan execution for the store's statements, as the store's
-// owner.
+// spi.cpp: kept-plan execution for the store's statements, as the owner of
+// the table they read or write.
 #include "spi.hpp"
 
+#include <cstring>
+
 extern "C" {
+#include "lib/stringinfo.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 }
 
 #include "../core/error.hpp"
-#include "record.hpp"
+#include "extension.hpp"
+#include "store.hpp"
 
 namespace idem::pg {
 
-uint64 execute(Statement& st, const Datum* values, const char* nulls, Datum* row, bool* row_nulls) {
-  // Whatever is returned must outlive SPI_finish: copy it into this context.
-  MemoryContext caller = CurrentMemoryContext;
-  const Registry r = registry();
-  if (SPI_connect() != SPI_OK_CONNECT) throw core::Error(core::sqlstate::internal_error, "SPI_connect failed");
-  if (st.plan == nullptr) {
-    SPIPlanPtr plan = SPI_prepare(st.sql, st.nargs, st.types);
-    if (plan == nullptr)
-      throw core::Error(core::sqlstate::internal_error, "could not prepare an idempotency statement",
-                        SPI_result_code_string(SPI_result));
-    if (SPI_keepplan(plan) != 0) throw core::Error(core::sqlstate::internal_error, "SPI_keepplan failed");
-    st.plan = plan;
+namespace {
+
+// The plan of one store statement for one table. stale: the table changed
+// (a rename, an index, a column) since it was prepared; it is freed and
+// prepared again at its next use, never inside the invalidation callback.
+struct PlanKey {
+  const StoreStatement* statement;
+  Oid table;
+};
+struct Prepared {
+  PlanKey key;  // hash key
+  SPIPlanPtr plan;
+  bool stale;
+};
+HTAB* prepared = nullptr;
+
+void mark_stale(Datum, Oid relid) noexcept {
+  if (prepared == nullptr) return;
+  HASH_SEQ_STATUS seq;
+  hash_seq_init(&seq, prepared);
+  while (auto* p = static_cast<Prepared*>(hash_seq_search(&seq)))
+    if (relid == InvalidOid || p->key.table == relid) p->stale = true;
+}
+
+HTAB* prepared_plans() {
+  if (prepared != nullptr) return prepared;
+  HASHCTL ctl;
+  std::memset(&ctl, 0, sizeof ctl);
+  ctl.keysize = sizeof(PlanKey);
+  ctl.entrysize = sizeof(Prepared);
+  ctl.hcxt = CacheMemoryContext;
+  prepared = hash_create("idempotency store statements", 32, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+  return prepared;
+}
+
+// A kept plan of sql; call inside an SPI connection.
+SPIPlanPtr keep(const char* sql, int nargs, const Oid* types) {
+  SPIPlanPtr plan = SPI_prepare(sql, nargs, const_cast<Oid*>(types));
+  if (plan == nullptr)
+    throw core::Error(core::sqlstate::internal_error, "could not prepare an idempotency statement",
+                      SPI_result_code_string(SPI_result));
+  if (SPI_keepplan(plan) != 0) throw core::Error(core::sqlstate::internal_error, "SPI_keepplan failed");
+  return plan;
+}
+
+// st's SQL with @store@ replaced by the qualified name of table; palloc'd.
+const char* for_table(const StoreStatement& st, Oid table) {
+  const char* name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(table)), get_rel_name(table));
+  StringInfoData sql;
+  initStringInfo(&sql);
+  for (const char* s = st.sql; *s != '\0';) {
+    const char* at = std::strstr(s, "@store@");
+    if (at == nullptr) {
+      appendStringInfoString(&sql, s);
+      break;
+    }
+    appendBinaryStringInfo(&sql, s, static_cast<int>(at - s));
+    appendStringInfoString(&sql, name);
+    s = at + std::strlen("@store@");
   }
+  return sql.data;
+}
+
+// Runs plan as role owner, then copies the first row out (see execute).
+uint64 run(SPIPlanPtr plan, bool latest_snapshot, Oid owner, const Datum* values, const char* nulls, Datum* row,
+           bool* row_nulls, MemoryContext caller) {
   // The caller was authorized for the namespace (policy.cpp); the table's
   // privileges are the owner's. An error raised while switched aborts the
   // (sub)transaction, which restores the user as it was.
   Oid user;
   int security;
   GetUserIdAndSecContext(&user, &security);
-  if (r.installed) SetUserIdAndSecContext(r.owner, security | SECURITY_LOCAL_USERID_CHANGE);
-  const int rc = st.latest_snapshot ? SPI_execute_snapshot(st.plan, const_cast<Datum*>(values), nulls,
-                                                           GetLatestSnapshot(), InvalidSnapshot, true, false, 1)
-                                    : SPI_execute_plan(st.plan, const_cast<Datum*>(values), nulls, false, 0);
+  if (OidIsValid(owner)) SetUserIdAndSecContext(owner, security | SECURITY_LOCAL_USERID_CHANGE);
+  const int rc = latest_snapshot ? SPI_execute_snapshot(plan, const_cast<Datum*>(values), nulls, GetLatestSnapshot(),
+                                                        InvalidSnapshot, true, false, 1)
+                                 : SPI_execute_plan(plan, const_cast<Datum*>(values), nulls, false, 0);
   SetUserIdAndSecContext(user, security);
   if (rc < 0)
-    throw core::Error(core::sqlstate::internal_error, "an idempotency statement failed",
-                      SPI_result_code_string(rc));
+    throw core::Error(core::sqlstate::internal_error, "an idempotency statement failed", SPI_result_code_string(rc));
   const uint64 processed = SPI_processed;
   if (row != nullptr && SPI_tuptable != nullptr) {
     const TupleDesc desc = SPI_tuptable->tupdesc;
@@ -53,8 +113,48 @@ uint64 execute(Statement& st, const Datum* values, const char* nulls, Datum* row
       }
     }
   }
+  return processed;
+}
+
+}  // namespace
+
+uint64 execute(Statement& st, const Datum* values, const char* nulls, Datum* row, bool* row_nulls) {
+  // Whatever is returned must outlive SPI_finish: copy it into this context.
+  MemoryContext caller = CurrentMemoryContext;
+  const Registry r = registry();
+  if (SPI_connect() != SPI_OK_CONNECT) throw core::Error(core::sqlstate::internal_error, "SPI_connect failed");
+  if (st.plan == nullptr) st.plan = keep(st.sql, st.nargs, st.types);
+  const uint64 processed =
+      run(st.plan, st.latest_snapshot, r.installed ? r.owner : InvalidOid, values, nulls, row, row_nulls, caller);
   SPI_finish();
   return processed;
 }
+
+uint64 execute(const StoreStatement& st, const Store& store, const Datum* values, const char* nulls, Datum* row,
+               bool* row_nulls) {
+  MemoryContext caller = CurrentMemoryContext;
+  const PlanKey key{&st, store.table};
+  // A 0.3.0 schema with this library: the caller's own privileges, as in 0.3.0.
+  const Oid owner = store.own && !registry().installed ? InvalidOid : store.owner;
+  if (SPI_connect() != SPI_OK_CONNECT) throw core::Error(core::sqlstate::internal_error, "SPI_connect failed");
+  auto* p = static_cast<Prepared*>(hash_search(prepared_plans(), &key, HASH_FIND, nullptr));
+  if (p != nullptr && p->stale) {
+    SPIPlanPtr old = p->plan;
+    (void)hash_search(prepared_plans(), &key, HASH_REMOVE, nullptr);
+    p = nullptr;
+    SPI_freeplan(old);
+  }
+  if (p == nullptr) {
+    SPIPlanPtr plan = keep(for_table(st, store.table), st.nargs, st.types);
+    p = static_cast<Prepared*>(hash_search(prepared_plans(), &key, HASH_ENTER, nullptr));
+    p->plan = plan;
+    p->stale = false;
+  }
+  const uint64 processed = run(p->plan, st.latest_snapshot, owner, values, nulls, row, row_nulls, caller);
+  SPI_finish();
+  return processed;
+}
+
+void register_statement_invalidation() { CacheRegisterRelcacheCallback(mark_stale, 0); }
 
 }  // namespace idem::pg

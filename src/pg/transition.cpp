@@ -18,7 +18,8 @@ extern "C" {
 #include "claims.hpp"
 #include "guard.hpp"
 #include "policy.hpp"
-#include "record.hpp"
+#include "probe.hpp"
+#include "store.hpp"
 #include "spi.hpp"
 #include "stats.hpp"
 #include "text.hpp"
@@ -32,56 +33,48 @@ namespace {
 // column; the fenced ones add one condition to the same SQL. A finished
 // record's updated_at is the clock when it was finished.
 #define FINISH_IN_PROGRESS                                                                    \
-  "UPDATE idempotency.idempotency_record"                                                   \
+  "UPDATE @store@"                                                                          \
   " SET status = $3, result_payload = $4, error_payload = $5,"                               \
   " updated_at = pg_catalog.clock_timestamp()"                                               \
   " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"      \
   " AND status OPERATOR(pg_catalog.=) 'in_progress'"
 #define FORGET_IN_PROGRESS                                                           \
-  "DELETE FROM idempotency.idempotency_record"                                     \
+  "DELETE FROM @store@"                                                            \
   " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2" \
   " AND status OPERATOR(pg_catalog.=) 'in_progress'"
 #define SELECT_RECORD(COLUMN)                                                     \
-  "SELECT " COLUMN " FROM idempotency.idempotency_record"                        \
+  "SELECT " COLUMN " FROM @store@"                                                \
   " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
 
-pg::Statement finish_in_progress = {FINISH_IN_PROGRESS, 5, {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID}, nullptr};
-pg::Statement forget_in_progress = {FORGET_IN_PROGRESS, 2, {TEXTOID, TEXTOID}, nullptr};
+const pg::StoreStatement finish_in_progress = {FINISH_IN_PROGRESS, 5, {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID}};
+const pg::StoreStatement forget_in_progress = {FORGET_IN_PROGRESS, 2, {TEXTOID, TEXTOID}};
 
 // Fenced by the attempt number (0.4's transitions): only while the record
 // is still at that attempt.
-pg::Statement finish_attempt = {FINISH_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $6",
-                                6,
-                                {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT4OID},
-                                nullptr};
-pg::Statement forget_attempt = {FORGET_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $3",
-                                3,
-                                {TEXTOID, TEXTOID, INT4OID},
-                                nullptr};
+const pg::StoreStatement finish_attempt = {FINISH_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $6", 6,
+                                           {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT4OID}};
+const pg::StoreStatement forget_attempt = {FORGET_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $3", 3,
+                                           {TEXTOID, TEXTOID, INT4OID}};
 
 // Fenced by the fence (0.5): only while the record is still the claim that
 // drew it. Fences are random (core/fence.hpp), so neither a takeover, nor a
 // record begun again after it was forgotten or purged, nor a claim made in
 // a copy of the database can be finished with another claim's fence.
-pg::Statement finish_fence = {FINISH_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $6",
-                              6,
-                              {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT8OID},
-                              nullptr};
-pg::Statement forget_fence = {FORGET_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $3",
-                              3,
-                              {TEXTOID, TEXTOID, INT8OID},
-                              nullptr};
+const pg::StoreStatement finish_fence = {FINISH_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $6", 6,
+                                         {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT8OID}};
+const pg::StoreStatement forget_fence = {FORGET_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $3", 3,
+                                         {TEXTOID, TEXTOID, INT8OID}};
 
 // Each transition's statement by the kind of proof given (pg::Claim::Kind).
-pg::Statement* const finish_by[] = {&finish_in_progress, &finish_attempt, &finish_fence};
-pg::Statement* const forget_by[] = {&forget_in_progress, &forget_attempt, &forget_fence};
+const pg::StoreStatement* const finish_by[] = {&finish_in_progress, &finish_attempt, &finish_fence};
+const pg::StoreStatement* const forget_by[] = {&forget_in_progress, &forget_attempt, &forget_fence};
 
 // Why nothing matched: the record as the transaction's snapshot sees it,
 // and as the latest snapshot does (they differ when another transaction
 // changed it after a REPEATABLE READ or SERIALIZABLE snapshot was taken).
-pg::Statement current_status = {SELECT_RECORD("status"), 2, {TEXTOID, TEXTOID}, nullptr};
-pg::Statement latest_status = {SELECT_RECORD("status"), 2, {TEXTOID, TEXTOID}, nullptr, true};
-pg::Statement current_attempt = {SELECT_RECORD("attempt"), 2, {TEXTOID, TEXTOID}, nullptr};
+const pg::StoreStatement current_status = {SELECT_RECORD("status"), 2, {TEXTOID, TEXTOID}};
+const pg::StoreStatement latest_status = {SELECT_RECORD("status"), 2, {TEXTOID, TEXTOID}, true};
+const pg::StoreStatement current_attempt = {SELECT_RECORD("attempt"), 2, {TEXTOID, TEXTOID}};
 
 // The proof argument (argno), what a transition was given to prove the
 // record is still its caller's: a fence for the 0.5 entry points, an attempt
@@ -115,22 +108,23 @@ Datum proof_datum(const pg::Claim& proof) {
 // 40001 when the record changed after the transaction's snapshot. Every
 // PostgreSQL call comes first; strings are built only to throw. given_key is
 // the caller's key, named in the message only by key_label.
-[[noreturn]] void not_in_progress(text* ns, text* key, const text* given_key, const char* action, pg::Claim proof) {
+[[noreturn]] void not_in_progress(const pg::Store& store, text* ns, text* key, const text* given_key,
+                                  const char* action, pg::Claim proof) {
   char label[32];
   pg::key_label(given_key, label);
   const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
   Datum status;
   bool none = true;
-  pg::execute(current_status, values, "  ", &status, &none);
+  pg::execute(current_status, store, values, "  ", &status, &none);
   const text* status_text = none ? nullptr : DatumGetTextPP(status);
   if (IsolationUsesXactSnapshot()) {
     Datum latest;
     bool latest_none = true;
-    pg::execute(latest_status, values, "  ", &latest, &latest_none);
+    pg::execute(latest_status, store, values, "  ", &latest, &latest_none);
     if (latest_none != none || (!none && !pg::same_bytes(status_text, DatumGetTextPP(latest))))
       pg::concurrent_change(given_key);
   }
-  if (none && pg::probe_key(ns, key, given_key).found == pg::Found::busy)
+  if (none && pg::probe_key(store, ns, key, given_key).found == pg::Found::busy)
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " idempotency key " + label +
                           ": this transaction holds no claim on it",
@@ -147,7 +141,7 @@ Datum proof_datum(const pg::Claim& proof) {
     // number tells whether the record was taken over since it was claimed.
     Datum holder_attempt;
     bool unknown = true;
-    pg::execute(current_attempt, values, "  ", &holder_attempt, &unknown);
+    pg::execute(current_attempt, store, values, "  ", &holder_attempt, &unknown);
     const int32 holder = unknown ? 0 : DatumGetInt32(holder_attempt);
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " an idempotency record held under another fence",
@@ -165,7 +159,7 @@ Datum proof_datum(const pg::Claim& proof) {
   if (proof.kind == pg::Claim::attempt && pg::string_of(status_text) == "in_progress") {
     Datum current;
     bool unknown = true;
-    pg::execute(current_attempt, values, "  ", &current, &unknown);
+    pg::execute(current_attempt, store, values, "  ", &current, &unknown);
     const int32 holder = unknown ? 0 : DatumGetInt32(current);
     if (holder > proof.value)
       throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
@@ -245,10 +239,10 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
   const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),     CStringGetTextDatum(status),
                            PointerGetDatum(payload), PointerGetDatum(payload), proof_datum(proof)};
   const char* nulls = committing ? "    n " : "   n  ";
-  const pg::Layout layout = pg::writable_layout();
-  const uint64 done = layout.direct ? pg::finish_claim(layout, ns, key, proof, committing, payload)
-                                    : pg::execute(*finish_by[proof.kind], values, nulls);
-  if (done == 0) not_in_progress(ns, key, given_key, committing ? "commit" : "fail", proof);
+  const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock);
+  const uint64 done = store.direct ? pg::finish_claim(store, ns, key, proof, committing, payload)
+                                   : pg::execute(*finish_by[proof.kind], store, values, nulls);
+  if (done == 0) not_in_progress(store, ns, key, given_key, committing ? "commit" : "fail", proof);
   pg::finish(ns, key);
   pg::count(committing ? pg::commits : pg::permanent_failures);
 }
@@ -264,10 +258,10 @@ void forget(FunctionCallInfo fcinfo, bool fence) {
   pg::require_read_write(given_key, "idem_fail_transient", "fail");
   text* key = pg::stored_key(given_key, policy);
   const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), proof_datum(proof)};
-  const pg::Layout layout = pg::writable_layout();
-  const uint64 done = layout.direct ? pg::forget_claim(layout, ns, key, proof)
-                                    : pg::execute(*forget_by[proof.kind], values, "   ");
-  if (done == 0) not_in_progress(ns, key, given_key, "fail", proof);
+  const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock);
+  const uint64 done = store.direct ? pg::forget_claim(store, ns, key, proof)
+                                   : pg::execute(*forget_by[proof.kind], store, values, "   ");
+  if (done == 0) not_in_progress(store, ns, key, given_key, "fail", proof);
   pg::finish(ns, key);
   pg::count(pg::transient_failures);
 }

@@ -40,9 +40,9 @@ void insert_entry(Relation index, Relation table, Datum* values, ItemPointer tid
 }
 
 // Both index entries for the table tuple tup.
-void insert_entries(const Layout& layout, Relation table, const Datum* values, ItemPointer tid, bool unchanged) {
-  Relation pkey = index_open(layout.pkey, RowExclusiveLock);
-  Relation expires = index_open(layout.expires_index, RowExclusiveLock);
+void insert_entries(const Store& store, Relation table, const Datum* values, ItemPointer tid, bool unchanged) {
+  Relation pkey = index_open(store.pkey, RowExclusiveLock);
+  Relation expires = index_open(store.expires_index, RowExclusiveLock);
   Datum key_columns[2] = {values[col_namespace - 1], values[col_key_value - 1]};
   insert_entry(pkey, table, key_columns, tid, true, unchanged);
   Datum expires_column[2] = {values[col_expires_at - 1], 0};
@@ -65,9 +65,9 @@ Snapshot push_snapshot() {
 // Reads the record for (ns, key) under snapshot into values/nulls (with its
 // tid; values NULL: the tid only); false when there is none or it is not the
 // in_progress record claim names.
-bool read_claim(Relation table, const Layout& layout, Snapshot snapshot, text* ns, text* key, const Claim& claim,
+bool read_claim(Relation table, const Store& store, Snapshot snapshot, text* ns, text* key, const Claim& claim,
                 Datum* values, bool* nulls, ItemPointerData* tid) {
-  Relation pkey = index_open(layout.pkey, AccessShareLock);
+  Relation pkey = index_open(store.pkey, AccessShareLock);
   ScanKeyData keys[2];
   key_scan_keys(pkey, ns, key, keys);
   IndexScanDesc scan = scan_key(table, pkey, snapshot, keys);
@@ -125,9 +125,9 @@ bool changed(TM_Result result) {
 // The transition loop shared by finish and forget: read the record, change
 // it, and under READ COMMITTED read it again if a concurrent transaction
 // changed it first. committing/payload are finish's; forgetting deletes.
-bool transition(const Layout& layout, text* ns, text* key, const Claim& claim, bool forgetting, bool committing,
+bool transition(const Store& store, text* ns, text* key, const Claim& claim, bool forgetting, bool committing,
                 Jsonb* payload) {
-  Relation table = table_open(layout.table, RowExclusiveLock);
+  Relation table = table_open(store.table, RowExclusiveLock);
   // What UPDATE and DELETE check first: a table published for updates or
   // deletes needs a replica identity, or subscribers cannot apply them.
   CheckCmdReplicaIdentity(table, forgetting ? CMD_DELETE : CMD_UPDATE);
@@ -138,7 +138,7 @@ bool transition(const Layout& layout, text* ns, text* key, const Claim& claim, b
     CHECK_FOR_INTERRUPTS();
     const Snapshot snapshot = push_snapshot();
     ItemPointerData tid;
-    const bool found = read_claim(table, layout, snapshot, ns, key, claim, forgetting ? nullptr : values, nulls, &tid);
+    const bool found = read_claim(table, store, snapshot, ns, key, claim, forgetting ? nullptr : values, nulls, &tid);
     PopActiveSnapshot();
     if (!found) break;
     TM_FailureData failure;
@@ -156,7 +156,7 @@ bool transition(const Layout& layout, text* ns, text* key, const Claim& claim, b
       if (!changed(compat::heap_update(table, &tid, tuple, GetCurrentCommandId(true), &failure, &mode))) continue;
       // A HOT update (the usual case: no indexed column changed and the
       // page had room) needs no index entries; otherwise both get one.
-      if (!HeapTupleIsHeapOnly(tuple)) insert_entries(layout, table, values, &tuple->t_self, true);
+      if (!HeapTupleIsHeapOnly(tuple)) insert_entries(store, table, values, &tuple->t_self, true);
     }
     done = true;
     break;
@@ -167,10 +167,10 @@ bool transition(const Layout& layout, text* ns, text* key, const Claim& claim, b
 
 }  // namespace
 
-int64 insert_claim(const Layout& layout, text* ns, text* key, Datum request_hash, Jsonb* request,
+int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, Jsonb* request,
                    TimestampTz now, Interval* window) {
   const int64 fence = draw_fence();
-  Relation table = table_open(layout.table, RowExclusiveLock);
+  Relation table = table_open(store.table, RowExclusiveLock);
   Datum values[natts] = {};
   bool nulls[natts] = {};
   values[col_namespace - 1] = PointerGetDatum(ns);
@@ -187,17 +187,17 @@ int64 insert_claim(const Layout& layout, text* ns, text* key, Datum request_hash
   values[col_fence - 1] = Int64GetDatum(fence);
   HeapTuple tuple = heap_form_tuple(RelationGetDescr(table), values, nulls);
   heap_insert(table, tuple, GetCurrentCommandId(true), 0, nullptr);
-  insert_entries(layout, table, values, &tuple->t_self, false);
+  insert_entries(store, table, values, &tuple->t_self, false);
   table_close(table, NoLock);
   return fence;
 }
 
-bool finish_claim(const Layout& layout, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload) {
-  return transition(layout, ns, key, claim, false, committing, payload);
+bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload) {
+  return transition(store, ns, key, claim, false, committing, payload);
 }
 
-bool forget_claim(const Layout& layout, text* ns, text* key, const Claim& claim) {
-  return transition(layout, ns, key, claim, true, false, nullptr);
+bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim) {
+  return transition(store, ns, key, claim, true, false, nullptr);
 }
 
 }  // namespace idem::pg

@@ -1,12 +1,12 @@
 // write.hpp: the store's three row writes (claim, finish, forget) through
 // heapam and the index access methods, without the executor, for a table
-// exactly as the install scripts make it (Layout::direct). Each is the
+// exactly as the install scripts make the extension's (Store::direct). Each is the
 // statement it replaces, with the same locks, visibility and concurrency
 // rules; docs/internals.md says what the executor would have done and why
 // none of it is lost.
 #pragma once
 
-#include "record.hpp"
+#include "store.hpp"
 
 namespace idem::pg {
 
@@ -14,7 +14,7 @@ namespace idem::pg {
 // window, and returns the fence it drew. request is NULL when the
 // namespace keeps no request. The caller holds the key's lock and has seen
 // no row for it.
-int64 insert_claim(const Layout& layout, text* ns, text* key, Datum request_hash, Jsonb* request,
+int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, Jsonb* request,
                    TimestampTz now, Interval* window);
 
 // Which in_progress record a transition may change: any (none), or only the
@@ -29,10 +29,10 @@ struct Claim {
 // Under READ COMMITTED a record changed by a transaction that committed
 // meanwhile is looked at again, as UPDATE does; under REPEATABLE READ and
 // SERIALIZABLE that raises 40001, as UPDATE does.
-bool finish_claim(const Layout& layout, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload);
+bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload);
 
 // Deletes the matching in_progress record (idem_fail_transient), with the
 // same rules; false when none matches.
-bool forget_claim(const Layout& layout, text* ns, text* key, const Claim& claim);
+bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim);
 
 }  // namespace idem::pg

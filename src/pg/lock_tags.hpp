@@ -1,0 +1,32 @@
+// lock_tags.hpp: the two heavyweight locks the store takes in PostgreSQL's
+// advisory lock space, and their tags: 64 bits of HMAC-SHA256 keyed with the
+// store's secret, so that a role reading pg_locks can neither test a guessed
+// key against a tag nor craft a key whose lock collides with another's.
+#pragma once
+
+#include "postgres.hpp"
+
+extern "C" {
+#include "storage/lock.h"
+}
+
+namespace idem::pg {
+
+// The per-key lock, held only while one begin probes and inserts, never
+// until commit, so a transaction may begin any number of keys without
+// filling the lock table. Its field4 is one PostgreSQL's own pg_advisory_*
+// functions never use (they use 1 and 2), so it cannot collide with an
+// application's advisory locks. lock_key returns the tag it locked, for
+// unlock_key. (A 0.4 schema has no secret: its tags are unkeyed hashes, as
+// that release made them.)
+LOCKTAG lock_key(const text* ns, const text* key);
+void unlock_key(const LOCKTAG& tag);
+
+// The namespace lock, held until the transaction ends: every begin holds it
+// in ShareLock, and the registry functions that must see every record of
+// the namespace (changing hash_keys or the store, dropping it) take
+// ExclusiveLock, so they wait for the namespace's writers, and for no other
+// namespace's.
+void lock_namespace(const text* ns, LOCKMODE mode);
+
+}  // namespace idem::pg

@@ -1,0 +1,47 @@
+// probe.hpp: the look at one key that answers a begin, through the store's
+// primary key with a dirty snapshot, which sees rows of transactions still
+// in progress without waiting for them.
+#pragma once
+
+#include "postgres.hpp"
+#include "store.hpp"
+
+namespace idem::pg {
+
+// What the probe found for one (namespace, key).
+enum class Found { nothing, busy, row };
+
+struct Probe {
+  Found found;
+  TransactionId busy_xid;  // busy: the transaction inserting, updating or deleting the row
+  // row: the latest committed version (or this transaction's own), copied
+  char status;             // 'i' in_progress, 'c' committed, 'f' failed
+  Datum request_hash;      // bytea
+  Datum request_payload;   // jsonb
+  Datum result_payload;    // jsonb or null
+  Datum error_payload;     // jsonb or null
+  bool result_null;
+  bool error_null;
+  bool request_null;       // store_request was off
+  TimestampTz updated_at;  // when the holder claimed the key (or took it over); see began_known
+  TimestampTz expires_at;
+  bool began_known;        // false when busy because another transaction is updating or deleting the
+                           // row: the version seen is the one before, so its time says nothing
+  int32 attempt;           // row: 1, or more after takeovers
+  bool own;                // row: this transaction wrote it (never taken over: the work is ours)
+};
+
+// Looks the key up in store (opened and locked by open_store) through its
+// primary key with a dirty snapshot: a row another transaction has not
+// finished writing is "busy" (in flight elsewhere). Otherwise the row is
+// committed (or this transaction's own). Under REPEATABLE READ and
+// SERIALIZABLE a committed row that the transaction's snapshot does not see
+// raises 40001, as INSERT ... ON CONFLICT does, and SERIALIZABLE registers
+// the read with predicate locks. given_key names the key in messages.
+Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key);
+
+// Raises 40001 for a key (named by key_label) whose record another
+// transaction recorded or changed after this transaction's snapshot.
+[[noreturn]] void concurrent_change(const text* given_key);
+
+}  // namespace idem::pg

@@ -1,0 +1,284 @@
+// store.cpp: finding and checking a namespace's store (see store.hpp). What
+// was learnt about each table (its primary key, its expires_at index,
+// whether it may be written directly) is cached per backend, filled under
+// the table's lock, and forgotten by the relcache invalidations of the table
+// or its indexes; a fill during which any invalidation arrived is done again.
+#include "store.hpp"
+
+#include <cstring>
+#include <initializer_list>
+#include <string>
+
+extern "C" {
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/index.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "storage/lmgr.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+}
+
+#include "../core/error.hpp"
+#include "citus.hpp"
+#include "compat.hpp"
+#include "extension.hpp"
+#include "text.hpp"
+
+namespace idem::pg {
+
+namespace {
+
+// Each column as the install scripts create it: its name, type and NOT NULL.
+struct Expected {
+  const char* name;
+  Oid type;
+  bool not_null;
+};
+constexpr Expected expected_columns[col_fence] = {
+    {"namespace", TEXTOID, true},          {"key_value", TEXTOID, true},
+    {"status", TEXTOID, true},             {"request_hash", BYTEAOID, true},
+    {"request_payload", JSONBOID, false},  {"result_payload", JSONBOID, false},
+    {"error_payload", JSONBOID, false},    {"created_at", TIMESTAMPTZOID, true},
+    {"updated_at", TIMESTAMPTZOID, true},  {"expires_at", TIMESTAMPTZOID, true},
+    {"attempt", INT4OID, true},            {"fence", INT8OID, false},
+};
+
+// What is known of one table, keyed by its OID.
+struct Known {
+  Oid table;  // hash key
+  Oid pkey;
+  Oid expires_index;  // InvalidOid unless direct
+  Oid owner;
+  bool direct;
+};
+
+HTAB* known = nullptr;
+// Bumped by every relcache invalidation: a fill during which it moved may
+// have read a table that was changed meanwhile, and is done again.
+uint64 generation = 0;
+
+void forget_tables(Datum, Oid relid) noexcept {
+  ++generation;
+  if (known == nullptr) return;
+  HASH_SEQ_STATUS seq;
+  hash_seq_init(&seq, known);
+  while (auto* k = static_cast<Known*>(hash_seq_search(&seq)))
+    if (relid == InvalidOid || k->table == relid || k->pkey == relid || k->expires_index == relid)
+      (void)hash_search(known, &k->table, HASH_REMOVE, nullptr);
+}
+
+HTAB* known_tables() {
+  if (known != nullptr) return known;
+  HASHCTL ctl;
+  std::memset(&ctl, 0, sizeof ctl);
+  ctl.keysize = sizeof(Oid);
+  ctl.entrysize = sizeof(Known);
+  ctl.hcxt = CacheMemoryContext;
+  known = hash_create("idempotency stores", 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+  return known;
+}
+
+// Whether index indexrelid is a plain btree index on exactly the columns
+// columns (no expression, no predicate, unique as asked).
+bool plain_btree(Oid indexrelid, std::initializer_list<AttrNumber> columns, bool unique) {
+  HeapTuple tuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexrelid));
+  if (!HeapTupleIsValid(tuple)) return false;
+  const auto* index = reinterpret_cast<Form_pg_index>(GETSTRUCT(tuple));
+  bool plain = index->indisunique == unique && index->indnatts == static_cast<int>(columns.size()) &&
+               index->indisvalid && index->indisready && !index->indisexclusion && index->indimmediate &&
+               heap_attisnull(tuple, Anum_pg_index_indexprs, nullptr) &&
+               heap_attisnull(tuple, Anum_pg_index_indpred, nullptr);
+  int i = 0;
+  for (AttrNumber column : columns) plain = plain && index->indkey.values[i++] == column;
+  ReleaseSysCache(tuple);
+  tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(indexrelid));
+  if (!HeapTupleIsValid(tuple)) return false;
+  plain = plain && reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relam == BTREE_AM_OID;
+  ReleaseSysCache(tuple);
+  return plain;
+}
+
+// The table's unique index on (namespace, key_value): its primary key if
+// that is one, else another such index; InvalidOid when it has none.
+Oid key_index(Relation rel) {
+  if (OidIsValid(rel->rd_pkindex) && plain_btree(rel->rd_pkindex, {col_namespace, col_key_value}, true))
+    return rel->rd_pkindex;
+  List* indexes = RelationGetIndexList(rel);
+  Oid found = InvalidOid;
+  for (ListCell* cell = list_head(indexes); cell != nullptr && !OidIsValid(found); cell = lnext(indexes, cell))
+    if (plain_btree(lfirst_oid(cell), {col_namespace, col_key_value}, true)) found = lfirst_oid(cell);
+  list_free(indexes);
+  return found;
+}
+
+// The expires_at index when the store's rows may be written through heapam
+// directly (write.cpp): a heap table of exactly the twelve columns, no
+// trigger, rule, row security or CHECK constraint, and no index but the key
+// and the one on expires_at, both plain btrees. Anything an operator added
+// makes it InvalidOid, and the writes go through SQL, which honours it.
+Oid direct_index(Relation rel, Oid pkey) {
+  const TupleDesc desc = RelationGetDescr(rel);
+  bool plain = rel->rd_rel->relam == HEAP_TABLE_AM_OID && rel->rd_rel->relkind == RELKIND_RELATION &&
+               rel->trigdesc == nullptr && rel->rd_rules == nullptr && !rel->rd_rel->relrowsecurity &&
+               !rel->rd_rel->relforcerowsecurity && desc->natts == col_fence &&
+               (desc->constr == nullptr || desc->constr->num_check == 0);
+  for (int i = 0; plain && i < desc->natts; ++i) {
+    const Form_pg_attribute att = TupleDescAttr(desc, i);
+    plain = !att->attisdropped && att->atttypid == expected_columns[i].type &&
+            att->attnotnull == expected_columns[i].not_null && att->attidentity == '\0' &&
+            att->attgenerated == '\0';
+  }
+  Oid expires = InvalidOid;
+  List* indexes = plain ? RelationGetIndexList(rel) : NIL;
+  plain = plain && list_length(indexes) == 2;
+  if (plain) {
+    for (ListCell* cell = list_head(indexes); cell != nullptr; cell = lnext(indexes, cell))
+      if (lfirst_oid(cell) != pkey) expires = lfirst_oid(cell);
+    plain = OidIsValid(expires) && plain_btree(expires, {col_expires_at}, false);
+  }
+  list_free(indexes);
+  return plain ? expires : InvalidOid;
+}
+
+// NULL when rel has a bound store's shape, else what is wrong (palloc'd).
+const char* shape_problem(Relation rel) {
+  StringInfoData why;
+  initStringInfo(&why);
+  const char* name = RelationGetRelationName(rel);
+  if (rel->rd_rel->relkind != RELKIND_RELATION) {
+    appendStringInfo(&why, "%s is not a plain table.", name);
+    return why.data;
+  }
+  const TupleDesc desc = RelationGetDescr(rel);
+  for (int i = 0; i < col_fence; ++i) {
+    const Expected& e = expected_columns[i];
+    const Form_pg_attribute att = i < desc->natts ? TupleDescAttr(desc, i) : nullptr;
+    if (att == nullptr || att->attisdropped || std::strcmp(NameStr(att->attname), e.name) != 0) {
+      appendStringInfo(&why, "Column %d of %s must be %s.", i + 1, name, e.name);
+      return why.data;
+    }
+    if (att->atttypid != e.type) {
+      appendStringInfo(&why, "Column %s of %s must be of type %s, not %s.", e.name, name, format_type_be(e.type),
+                       format_type_be(att->atttypid));
+      return why.data;
+    }
+    if (att->attnotnull != e.not_null) {
+      appendStringInfo(&why, "Column %s of %s must %sbe NOT NULL.", e.name, name, e.not_null ? "" : "not ");
+      return why.data;
+    }
+    if ((i == col_namespace - 1 || i == col_key_value - 1) && OidIsValid(att->attcollation) &&
+        !get_collation_isdeterministic(att->attcollation)) {
+      appendStringInfo(&why, "Column %s of %s has a nondeterministic collation: keys must compare by their bytes.",
+                       e.name, name);
+      return why.data;
+    }
+  }
+  if (!OidIsValid(key_index(rel))) {
+    appendStringInfo(&why, "%s has no valid unique index on (namespace, key_value), such as its primary key.",
+                     name);
+    return why.data;
+  }
+  pfree(why.data);
+  return nullptr;
+}
+
+// What is known of table relid, which is locked: read from the catalogs
+// when not cached. own: the extension's table, whose shape the install
+// scripts made (and which a 0.3 or 0.4 schema has without the last columns).
+Known know(Oid relid, bool own, Oid own_pkey, const text* ns) {
+  if (auto* k = static_cast<Known*>(hash_search(known_tables(), &relid, HASH_FIND, nullptr))) return *k;
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    const uint64 read_at = generation;
+    Relation rel = table_open(relid, NoLock);
+    Known k{relid, InvalidOid, InvalidOid, rel->rd_rel->relowner, false};
+    const char* problem = own ? nullptr : shape_problem(rel);
+    if (problem == nullptr) {
+      k.pkey = own ? own_pkey : key_index(rel);
+      k.expires_index = !own || fenced_schema() ? direct_index(rel, k.pkey) : InvalidOid;
+      k.direct = OidIsValid(k.expires_index);
+    }
+    table_close(rel, NoLock);
+    if (problem != nullptr)
+      throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                        "the store of idempotency namespace \"" + string_of(ns) + "\" cannot be used",
+                        problem, "docs/api.md gives the table a store needs; fix it, or bind the namespace to "
+                                 "another store with idem_bind_store.");
+    if (generation != read_at) continue;
+    *static_cast<Known*>(hash_search(known_tables(), &relid, HASH_ENTER, nullptr)) = k;
+    return k;
+  }
+}
+
+// Whether the relation relid exists.
+bool exists(Oid relid) { return SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)); }
+
+}  // namespace
+
+Store open_store(const text* ns, Oid bound, LOCKMODE mode) {
+  for (;;) {
+    const bool own = !OidIsValid(bound);
+    OwnTable extension{};
+    if (own) extension = own_table();
+    const Oid table = own ? extension.table : bound;
+    LockRelationOid(table, mode);
+    if (!own && !exists(table))
+      throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                        "the store of idempotency namespace \"" + string_of(ns) + "\" no longer exists",
+                        "The table the namespace is bound to (OID " + std::to_string(table) + ") was dropped.",
+                        "Bind the namespace to another store with idem_bind_store, or to the extension's table "
+                        "with idem_bind_store(namespace, NULL).");
+    // The lock accepted any invalidation that came meanwhile: the caches now
+    // say whether the table or its primary key was replaced before it was
+    // granted (another installation, a rebuilt index).
+    if (own && (own_table().table != table || !exists(table))) {
+      UnlockRelationOid(table, mode);
+      continue;
+    }
+    const Known k = know(table, own, own ? own_table().pkey : InvalidOid, ns);
+    LockRelationOid(k.pkey, AccessShareLock);
+    const bool same = own ? own_table().pkey == k.pkey && exists(k.pkey)
+                          : exists(k.pkey) && IndexGetRelation(k.pkey, true) == table &&
+                                hash_search(known_tables(), &table, HASH_FIND, nullptr) != nullptr;
+    if (!same) {
+      UnlockRelationOid(k.pkey, AccessShareLock);
+      UnlockRelationOid(table, mode);
+      continue;
+    }
+    return Store{table, k.pkey, k.expires_index, own ? registry().owner : k.owner, k.direct,
+                 own ? fenced_schema() : true, own};
+  }
+}
+
+const char* store_shape_problem(Oid relid) {
+  Relation rel = table_open(relid, AccessShareLock);
+  const char* problem = shape_problem(rel);
+  table_close(rel, AccessShareLock);
+  return problem;
+}
+
+void key_scan_keys(Relation index, const text* ns, const text* key, ScanKeyData (&keys)[2]) {
+  const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
+  for (int i = 0; i < 2; ++i)
+    ScanKeyEntryInitialize(&keys[i], 0, i + 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[i],
+                           F_TEXTEQ, values[i]);
+}
+
+IndexScanDesc scan_key(Relation table, Relation index, Snapshot snapshot, ScanKeyData (&keys)[2]) {
+  IndexScanDesc scan = compat::index_beginscan(table, index, snapshot, 2, 0);
+  index_rescan(scan, keys, 2, nullptr, 0);
+  return scan;
+}
+
+void register_store_invalidation() { CacheRegisterRelcacheCallback(forget_tables, 0); }
+
+}  // namespace idem::pg

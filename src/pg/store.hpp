@@ -1,0 +1,75 @@
+// store.hpp: where a namespace's records are. Either the extension's own
+// table, or a table the service owns that the namespace is bound to
+// (idem_bind_store); the shape such a table must have; and how a store may
+// be written: through heapam directly when its table is exactly as the
+// install scripts make the extension's (write.cpp), else through SQL, which
+// honours what an operator added.
+#pragma once
+
+#include "postgres.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/skey.h"
+#include "storage/lockdefs.h"
+#include "utils/relcache.h"
+#include "utils/snapshot.h"
+}
+
+namespace idem::pg {
+
+// Column numbers of a store's table: the extension's as the install scripts
+// create it, and a bound table's first twelve, which must be the same.
+enum Column : AttrNumber {
+  col_namespace = 1,
+  col_key_value,
+  col_status,
+  col_request_hash,
+  col_request_payload,
+  col_result_payload,
+  col_error_payload,
+  col_created_at,
+  col_updated_at,
+  col_expires_at,
+  col_attempt,  // 0.4.0
+  col_fence,    // 0.5.0
+};
+
+// A store as one call uses it, with its table locked.
+struct Store {
+  Oid table;          // the relation the records are in
+  Oid pkey;           // its unique index on (namespace, key_value)
+  Oid expires_index;  // its index on expires_at, when direct
+  Oid owner;          // the table's owner: the store's statements run as this role
+  bool direct;        // written through heapam (write.cpp)
+  bool fenced;        // has the attempt and fence columns (0.5.0's schema or later, and every bound table)
+  bool own;           // the extension's table, not a bound one
+};
+
+// The store of namespace ns, bound to table bound (InvalidOid: the
+// extension's own), with its table locked in mode (RowExclusiveLock for a
+// call that may write, as INSERT takes it; AccessShareLock in a read-only
+// transaction) and its primary key in AccessShareLock, as they are once the
+// locks are held: an index replaced while a lock was awaited (REINDEX
+// CONCURRENTLY) is never used by its old OID, and what decides direct writes
+// (indexes, triggers, constraints) cannot change while the lock is held.
+// Raises 55000 when a bound table is gone or no longer has a store's shape.
+Store open_store(const text* ns, Oid bound, LOCKMODE mode);
+
+// NULL when table relid has the shape a bound store needs; otherwise what is
+// wrong, palloc'd (for idem_bind_store's error and open_store's).
+const char* store_shape_problem(Oid relid);
+
+// Scan keys for (ns, key) on the primary key index, in the index's own
+// collations (ScanKeyInit's default, C, would miss rows of an index built
+// with another).
+void key_scan_keys(Relation index, const text* ns, const text* key, ScanKeyData (&keys)[2]);
+
+// An index scan of the primary key for those keys under snapshot.
+IndexScanDesc scan_key(Relation table, Relation index, Snapshot snapshot, ScanKeyData (&keys)[2]);
+
+// Registers the relcache hook that forgets what was learnt about bound
+// tables (called once from _PG_init).
+void register_store_invalidation();
+
+}  // namespace idem::pg
