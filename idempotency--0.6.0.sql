@@ -116,9 +116,10 @@ CREATE TYPE idem_outcome AS (
 -- the namespace column keeps their keyspaces apart. Keys compare bytewise
 -- (COLLATE "C"): a key is an opaque token, and C comparison is the fastest.
 -- attempt counts takeovers of an abandoned in-progress record; fence is the
--- claim's, drawn at random; with store_request off the request is not kept. The columns stand in the order the update scripts leave them, which
--- the C code reads by number. The store's C code is the table's only
--- writer and keeps its rules (the status, a 32-byte hash, the payload that
+-- claim's, drawn at random; with store_request off the request is not
+-- kept. The columns stand in the order the update scripts leave them, which
+-- the C code reads by number (a store the service owns has the same first
+-- twelve). The store's C code is the table's only writer and keeps its rules (the status, a 32-byte hash, the payload that
 -- goes with each status) where it writes: CHECK constraints would be
 -- compiled again by every statement that writes (docs/performance.md).
 CREATE TABLE idempotency_record (
@@ -212,12 +213,14 @@ COMMENT ON FUNCTION idem_fail_transient(text, text, bigint) IS
 'Forgets an in-progress operation so that the next idem_begin is fresh';
 
 -- Deletes expired rows, batch_size at a time (at most max_batches chunks
--- when given), inside the caller's transaction. SKIP LOCKED: a row another
--- transaction holds is neither waited for nor deleted; rows that other
--- transactions have not committed are invisible here, so untouched too.
--- An in_progress record whose lease still runs is never deleted. Purging
--- crosses namespaces: it runs as the owner, for the roles the owner grants
--- it to (the pg_cron job's, an operator's), not for PUBLIC.
+-- that deleted something, when given), inside the caller's transaction,
+-- from the extension's table and every store a namespace is bound to.
+-- SKIP LOCKED: a row another transaction holds is neither waited for nor
+-- deleted; rows that other transactions have not committed are invisible
+-- here, so untouched too. An in_progress record whose lease still runs is
+-- never deleted. Purging crosses namespaces: it runs as the owner, for the
+-- roles the owner grants it to (the pg_cron job's, an operator's), not for
+-- PUBLIC.
 CREATE FUNCTION idem_purge(batch_size integer DEFAULT 10000, max_batches integer DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -228,7 +231,7 @@ DECLARE
     total bigint := 0;
     batches integer := 0;
     n bigint;
-    default_lease interval;
+    store regclass;
 BEGIN
     IF batch_size IS NULL OR batch_size < 1 THEN
         RAISE EXCEPTION 'invalid purge batch size'
@@ -240,29 +243,25 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('max_batches must be a positive integer or NULL, not %s.', max_batches);
     END IF;
-    -- The default lease is the library's setting. Read it once the library
-    -- is loaded (calling any of its functions loads it): before, a value set
-    -- in the session is a placeholder that any role may have set.
-    PERFORM @extschema@.idem_stats_count_purged(0);
-    default_lease := coalesce(nullif(current_setting('idempotency.in_progress_lease', true), ''), '0')::interval;
+    -- The extension's table first, then every table a namespace is bound to
+    -- (one that was dropped has nothing left to purge). Each chunk is deleted
+    -- by idem_store_purge, as its table's owner, under the server's lease
+    -- and each namespace's.
+    FOR store IN
+        SELECT NULL::regclass
+        UNION ALL
+        (SELECT DISTINCT c.store FROM @extschema@.idem_namespace_config c
+         WHERE c.store IS NOT NULL AND EXISTS (SELECT FROM pg_class t WHERE t.oid = c.store) ORDER BY 1)
     LOOP
-        -- A lease is a length of time, as begin counts it (extract(epoch)),
-        -- not a calendar interval added in the purger's time zone.
-        WITH doomed AS (
-            SELECT r.ctid FROM @extschema@.idempotency_record r
-            WHERE r.expires_at < now()
-              AND (r.status <> 'in_progress'
-                   OR extract(epoch FROM now() - r.updated_at)
-                      >= extract(epoch FROM coalesce((SELECT c.in_progress_lease FROM @extschema@.idem_namespace_config c
-                                                      WHERE c.namespace = r.namespace), default_lease)))
-            ORDER BY r.expires_at
-            LIMIT batch_size
-            FOR UPDATE OF r SKIP LOCKED)
-        DELETE FROM @extschema@.idempotency_record r USING doomed d WHERE r.ctid = d.ctid;
-        GET DIAGNOSTICS n = ROW_COUNT;
-        total := total + n;
-        batches := batches + 1;
-        EXIT WHEN n < batch_size OR batches = max_batches;
+        LOOP
+            n := @extschema@.idem_store_purge(store, batch_size);
+            total := total + n;
+            IF n > 0 THEN
+                batches := batches + 1;   -- max_batches counts the chunks that deleted something
+            END IF;
+            EXIT WHEN n < batch_size OR batches = max_batches;
+        END LOOP;
+        EXIT WHEN batches = max_batches;
     END LOOP;
     PERFORM @extschema@.idem_stats_count_purged(total);
     RETURN total;
@@ -286,10 +285,10 @@ DECLARE
 BEGIN
     LOOP
         n := @extschema@.idem_purge(batch_size, 1);
+        COMMIT;
+        EXIT WHEN n OPERATOR(pg_catalog.=) 0;   -- every store is purged (one chunk may end a store, not all)
         total := total OPERATOR(pg_catalog.+) n;
         batches := batches OPERATOR(pg_catalog.+) 1;
-        COMMIT;
-        EXIT WHEN n OPERATOR(pg_catalog.<) batch_size;
     END LOOP;
     RAISE NOTICE 'idempotency: purged % expired records in % batches', total, batches;
 END;
@@ -527,20 +526,50 @@ FROM @extschema@.idem_stats_counters() c;
 COMMENT ON VIEW idem_stats IS
 'Cumulative counters (counters_on false unless preloaded) and the size of the store';
 
--- One row per namespace, counted from the table (a full scan: for an
--- operator or a monitoring job once a minute, not for every request). An
+-- One row per namespace and store, counted from each table (full scans: for
+-- an operator or a monitoring job once a minute, not for every request). An
 -- in_progress row is visible here only once the transaction that began it
--- has committed without finishing it: an abandoned or long-running operation.
+-- has committed without finishing it: an abandoned or long-running
+-- operation. Reads the stores namespaces are bound to as the extension's
+-- owner (a read runs no trigger).
+CREATE FUNCTION idem_namespace_stats_rows(
+    OUT namespace text, OUT in_progress bigint, OUT committed bigint, OUT failed bigint,
+    OUT oldest_in_progress_age interval, OUT expired bigint, OUT row_bytes bigint, OUT store regclass)
+RETURNS SETOF record
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t regclass;
+BEGIN
+    FOR t IN
+        SELECT NULL::regclass
+        UNION ALL
+        (SELECT DISTINCT c.store FROM @extschema@.idem_namespace_config c
+         WHERE c.store IS NOT NULL AND EXISTS (SELECT FROM pg_class r WHERE r.oid = c.store) ORDER BY 1)
+    LOOP
+        RETURN QUERY EXECUTE format(
+            'SELECT r.namespace,'
+            ' count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ''in_progress''),'
+            ' count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ''committed''),'
+            ' count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ''failed''),'
+            ' pg_catalog.now() OPERATOR(pg_catalog.-) min(r.created_at) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ''in_progress''),'
+            ' count(*) FILTER (WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()),'
+            ' sum(pg_catalog.pg_column_size(r.*))::bigint, $1'
+            ' FROM %s r GROUP BY r.namespace', coalesce(t, '@extschema@.idempotency_record'::regclass))
+            USING t;
+    END LOOP;
+END;
+$$;
+
+REVOKE ALL ON FUNCTION idem_namespace_stats_rows() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem_namespace_stats_rows() TO pg_monitor;
+
 CREATE VIEW idem_namespace_stats AS
-SELECT namespace,
-       count(*) FILTER (WHERE status = 'in_progress') AS in_progress,
-       count(*) FILTER (WHERE status = 'committed') AS committed,
-       count(*) FILTER (WHERE status = 'failed') AS failed,
-       pg_catalog.now() - min(created_at) FILTER (WHERE status = 'in_progress') AS oldest_in_progress_age,
-       count(*) FILTER (WHERE expires_at < pg_catalog.now()) AS expired,
-       sum(pg_catalog.pg_column_size(r.*))::bigint AS row_bytes
-FROM @extschema@.idempotency_record r
-GROUP BY namespace;
+SELECT namespace COLLATE "C" AS namespace, in_progress, committed, failed, oldest_in_progress_age, expired,
+       row_bytes, store
+FROM @extschema@.idem_namespace_stats_rows();
 
 COMMENT ON VIEW idem_namespace_stats IS
 'Rows per namespace by status, the oldest committed in_progress row, expired rows not yet purged, bytes';
@@ -726,7 +755,9 @@ COMMENT ON FUNCTION idem_http_response(@extschema@.idem_outcome, integer, text) 
 -- One row per registered namespace. A NULL setting follows its GUC
 -- (idempotency.replay_window, .in_progress_lease, .store_request,
 -- .max_payload_bytes). hash_keys has no GUC: it decides how keys are looked
--- up, so it may change only while the namespace has no records.
+-- up, so it may change only while the namespace has no records. store is
+-- the table the namespace's records are kept in (idem_bind_store), NULL for
+-- idempotency_record; regclass, so that a dump names it.
 CREATE TABLE idem_namespace_config (
     namespace         text COLLATE "C" PRIMARY KEY,
     replay_window     interval,
@@ -735,6 +766,7 @@ CREATE TABLE idem_namespace_config (
     hash_keys         boolean NOT NULL DEFAULT false,
     max_payload_bytes integer,
     configured_at     timestamptz NOT NULL DEFAULT now(),
+    store             regclass,
     CONSTRAINT idem_namespace_config_replay_window_check CHECK (replay_window > interval '0'),
     CONSTRAINT idem_namespace_config_lease_check
         CHECK (in_progress_lease >= interval '0' AND in_progress_lease < interval '100 years'),
@@ -850,7 +882,7 @@ BEGIN
         PERFORM @extschema@.idem_lock_namespace(ns);
     END IF;
     IF coalesce(old.hash_keys, false) <> hash_keys THEN
-        SELECT count(*) INTO records FROM @extschema@.idempotency_record r WHERE r.namespace = ns;
+        records := @extschema@.idem_store_count(old.store, ns);
         IF records > 0 THEN
             RAISE EXCEPTION 'cannot change hash_keys of idempotency namespace "%"', ns
                 USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -861,8 +893,7 @@ BEGIN
     END IF;
     IF coalesce(old.in_progress_lease, default_lease) > interval '0'
        AND coalesce(in_progress_lease, default_lease) = interval '0' THEN
-        SELECT count(*) INTO records FROM @extschema@.idempotency_record r
-        WHERE r.namespace = ns AND r.status = 'in_progress';
+        records := @extschema@.idem_store_count(old.store, ns, in_progress_only => true);
         IF records > 0 THEN
             RAISE EXCEPTION 'cannot remove the in-progress lease of idempotency namespace "%"', ns
                 USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -875,9 +906,7 @@ BEGIN
     IF NOT keeps_requests THEN
         -- Requests kept while store_request was on are removed, not just
         -- hidden (idem_begin hides them too, from the moment it is off).
-        UPDATE @extschema@.idempotency_record r SET request_payload = NULL
-        WHERE r.namespace = ns AND r.request_payload IS NOT NULL;
-        GET DIAGNOSTICS records = ROW_COUNT;
+        records := @extschema@.idem_store_forget_requests(old.store, ns);
         IF records > 0 THEN
             RAISE NOTICE 'idempotency: removed the stored request from % record% of namespace "%"',
                 records, CASE WHEN records = 1 THEN '' ELSE 's' END, ns;
@@ -918,7 +947,7 @@ BEGIN
         RETURN false;
     END IF;
     PERFORM @extschema@.idem_lock_namespace(ns);
-    SELECT count(*) INTO records FROM @extschema@.idempotency_record r WHERE r.namespace = ns;
+    records := @extschema@.idem_store_count((SELECT c.store FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns), ns);
     IF records > 0 THEN
         RAISE EXCEPTION 'cannot drop idempotency namespace "%"', ns
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -995,13 +1024,185 @@ REVOKE ALL ON FUNCTION idem_namespace_configure(text, interval, interval, boolea
                        idem_namespace_drop(text), idem_grant(text, regrole), idem_revoke(text, regrole)
     FROM PUBLIC;
 
+-- Stores the service owns ----------------------------------------------------
+
+-- A namespace's records may live in a table the service owns instead of
+-- idempotency_record (idem_bind_store): created by idem_create_store or by
+-- the service's own migration (docs/api.md gives the definition), with the
+-- first twelve columns of idempotency_record, in its order, and a unique
+-- index on (namespace, key_value). The store reads and writes it as the
+-- table's owner.
+
+-- Creates such a table, owned by the caller, with the primary key and the
+-- expires_at index purge uses, and no privileges for PUBLIC. store is a
+-- schema-qualified table name ('app.idem_records').
+CREATE FUNCTION idem_create_store(store text)
+RETURNS regclass
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    parts text[];
+    qualified text;
+BEGIN
+    IF store IS NULL THEN
+        RAISE EXCEPTION 'idempotency store name must not be null'
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Pass a schema-qualified table name, such as ''app.idem_records''.';
+    END IF;
+    parts := parse_ident(store);   -- raises 22023 for a malformed name
+    IF array_length(parts, 1) <> 2 THEN
+        RAISE EXCEPTION 'invalid idempotency store name: %', store
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A store''s name is schema-qualified (schema.table), so that it never depends on the search_path.';
+    END IF;
+    qualified := format('%I.%I', parts[1], parts[2]);
+    EXECUTE format($ddl$CREATE TABLE %s (
+        namespace       text COLLATE "C" NOT NULL,
+        key_value       text COLLATE "C" NOT NULL,
+        status          text NOT NULL,
+        request_hash    bytea NOT NULL,
+        request_payload jsonb,
+        result_payload  jsonb,
+        error_payload   jsonb,
+        created_at      timestamptz NOT NULL,
+        updated_at      timestamptz NOT NULL,
+        expires_at      timestamptz NOT NULL,
+        attempt         integer NOT NULL DEFAULT 1,
+        fence           bigint,
+        PRIMARY KEY (namespace, key_value))$ddl$, qualified);
+    EXECUTE format('CREATE INDEX ON %s (expires_at)', qualified);
+    EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', qualified);
+    RETURN qualified::regclass;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_create_store(text) IS
+'Creates a table, owned by the caller, that a namespace can be bound to as its store';
+
+-- Internal: what is wrong with a table as a store (NULL: nothing).
+CREATE FUNCTION idem_store_problem(store regclass)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idem_store_problem'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+-- Internal: one chunk of purge from a store (NULL: the extension's table),
+-- and the requests a namespace's records kept there removed, both as the
+-- store table's owner: a delete or an update run as the extension's owner
+-- would run that table's triggers with the extension owner's rights.
+CREATE FUNCTION idem_store_purge(store regclass, batch_size integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idem_store_purge'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION idem_store_forget_requests(store regclass, namespace text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idem_store_forget_requests'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Internal: how many records (or, with in_progress_only, records in
+-- progress) a namespace has in a store (NULL: the extension's table).
+CREATE FUNCTION idem_store_count(store regclass, namespace text, in_progress_only boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n bigint;
+BEGIN
+    IF store IS NOT NULL AND NOT EXISTS (SELECT FROM pg_class t WHERE t.oid = store) THEN
+        RETURN 0;   -- a dropped store keeps no records
+    END IF;
+    EXECUTE format('SELECT count(*) FROM %s r WHERE r.namespace OPERATOR(pg_catalog.=) $1'
+                   ' AND ($2 IS FALSE OR r.status OPERATOR(pg_catalog.=) ''in_progress'')',
+                   coalesce(store, '@extschema@.idempotency_record'::regclass))
+        INTO n USING namespace, in_progress_only;
+    RETURN n;
+END;
+$$;
+
+REVOKE ALL ON FUNCTION idem_store_problem(regclass), idem_store_purge(regclass, integer),
+                       idem_store_forget_requests(regclass, text), idem_store_count(regclass, text, boolean)
+    FROM PUBLIC;
+
+-- Binds a namespace to a store: from now on its records are kept there, and
+-- NULL binds it to the extension's table again. Binding needs the
+-- privileges of the table's owner (the store writes the table with them),
+-- and a table of a store's shape. The namespace's lock waits for its
+-- begins; a namespace with records in its current store cannot move (its
+-- retries would begin again): bind a new namespace, or copy the records over
+-- first (docs/api.md).
+CREATE FUNCTION idem_bind_store(namespace text, store regclass)
+RETURNS regclass
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ns ALIAS FOR namespace;
+    target regclass := nullif(store, '@extschema@.idempotency_record'::regclass);
+    owner_role regrole;
+    current_store regclass;
+    problem text;
+    records bigint;
+BEGIN
+    PERFORM @extschema@.idem_parse(ns, 'k');
+    IF target IS NOT NULL THEN
+        SELECT t.relowner::regrole INTO owner_role FROM pg_class t WHERE t.oid = target;
+        IF NOT pg_has_role(current_user, owner_role, 'USAGE') THEN
+            RAISE EXCEPTION 'permission denied to bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = format('Binding a store needs the privileges of its owner, %s: the store reads and writes the table as that role.', owner_role);
+        END IF;
+        IF target::oid IN (SELECT d.objid FROM pg_depend d
+                           WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+                             AND d.refobjid = (SELECT e.oid FROM pg_extension e WHERE e.extname = 'idempotency')) THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'invalid_parameter_value', DETAIL = 'It is one of the extension''s own tables.';
+        END IF;
+        problem := @extschema@.idem_store_problem(target);
+        IF problem IS NOT NULL THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'invalid_table_definition', DETAIL = problem,
+                      HINT = 'idem_create_store makes a table of a store''s shape; docs/api.md gives its definition.';
+        END IF;
+    END IF;
+    INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;
+    SELECT c.store INTO current_store FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
+    IF current_store IS NOT DISTINCT FROM target THEN
+        RETURN target;
+    END IF;
+    -- Wait for the begins under way in the namespace, and keep new ones out
+    -- until this transaction ends: then no record appears in the old store
+    -- after it was counted.
+    PERFORM @extschema@.idem_lock_namespace(ns);
+    IF current_store IS NULL OR EXISTS (SELECT FROM pg_class t WHERE t.oid = current_store) THEN
+        records := @extschema@.idem_store_count(current_store, ns);
+        IF records > 0 THEN
+            RAISE EXCEPTION 'cannot change the store of idempotency namespace "%"', ns
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('The namespace has %s record%s in %s; bound to another store, its retries would begin again.',
+                                      records, CASE WHEN records = 1 THEN '' ELSE 's' END,
+                                      coalesce(current_store, '@extschema@.idempotency_record'::regclass)),
+                      HINT = 'Bind a new namespace, wait until the records have expired and been purged, or copy them to the new store and delete them from this one in the transaction that binds (docs/api.md).';
+        END IF;
+    END IF;
+    UPDATE @extschema@.idem_namespace_config c SET store = target, configured_at = now() WHERE c.namespace = ns;
+    RETURN target;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_bind_store(text, regclass) IS
+'Keeps a namespace''s records in a table the service owns (NULL: the extension''s table)';
+
+REVOKE ALL ON FUNCTION idem_bind_store(text, regclass) FROM PUBLIC;
+
 -- The registry with its grants, one row per registered namespace.
 CREATE VIEW idem_namespaces AS
 SELECT c.namespace, c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys,
        c.max_payload_bytes,
        ARRAY(SELECT g.grantee FROM @extschema@.idem_namespace_grant g
              WHERE g.namespace = c.namespace ORDER BY g.grantee::text) AS grantees,
-       c.configured_at
+       c.configured_at, c.store
 FROM @extschema@.idem_namespace_config c;
 
 REVOKE ALL ON idem_namespaces FROM PUBLIC;

@@ -1,0 +1,122 @@
+// store_admin.cpp: the administration functions' writes to a store, made
+// as the store table's owner: purging expired records and removing the
+// requests a namespace kept. A table the service owns may have triggers of
+// its owner's; run as the extension's owner (a superuser), a delete or an
+// update would run them with a superuser's rights. Also the shape check that
+// binding a namespace makes (idem_store_problem).
+#include "postgres.hpp"
+
+extern "C" {
+#include "utils/timestamp.h"
+}
+
+#include "../core/error.hpp"
+#include "extension.hpp"
+#include "guard.hpp"
+#include "settings.hpp"
+#include "spi.hpp"
+#include "store.hpp"
+#include "text.hpp"
+
+using namespace idem;
+
+namespace {
+
+// Whether relid may be handed to these functions: the extension's table
+// (NULL) or a table some namespace is bound to, never any other table.
+pg::Statement is_bound = {
+    "SELECT 1 FROM idempotency.idem_namespace_config c WHERE c.store OPERATOR(pg_catalog.=) $1::pg_catalog.regclass "
+    "LIMIT 1",
+    1,
+    {OIDOID},
+    nullptr,
+    true};
+
+// The store of argument argno (a regclass, NULL for the extension's table),
+// opened and locked for writing. Raises 42809 for a table no namespace is
+// bound to.
+pg::Store store_arg(FunctionCallInfo fcinfo, int argno, const text* ns) {
+  if (PG_ARGISNULL(argno)) return pg::open_store(ns, InvalidOid, RowExclusiveLock);
+  const Oid relid = PG_GETARG_OID(argno);
+  const Datum values[1] = {ObjectIdGetDatum(relid)};
+  if (!pg::registry().binds || pg::execute(is_bound, values, " ") == 0)
+    throw core::Error(core::sqlstate::wrong_object_type, "relation with OID " + std::to_string(relid) + " is not an idempotency store",
+                      "No idempotency namespace is bound to it.");
+  return pg::open_store(ns, relid, RowExclusiveLock);
+}
+
+// Each namespace's lease, as purge needs them: namespaces and seconds.
+pg::Statement leases = {
+    "SELECT pg_catalog.array_agg(c.namespace),"
+    " pg_catalog.array_agg(pg_catalog.date_part('epoch', c.in_progress_lease))"
+    " FROM idempotency.idem_namespace_config c WHERE c.in_progress_lease IS NOT NULL",
+    0,
+    {},
+    nullptr,
+    true};
+
+// Up to $1 expired records, oldest first, but for an in_progress record
+// whose lease (its namespace's, $2/$3, else the server's, $4 seconds) still
+// runs: a lease is a length of time, as begin counts it, never a calendar
+// step in the purger's time zone. SKIP LOCKED: a row another transaction
+// holds is neither waited for nor deleted.
+const pg::StoreStatement purge_chunk = {
+    "WITH doomed AS ("
+    " SELECT r.ctid FROM @store@ r"
+    " WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()"
+    "   AND (r.status OPERATOR(pg_catalog.<>) 'in_progress'"
+    "        OR pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.updated_at)"
+    "           OPERATOR(pg_catalog.>=) COALESCE("
+    "             (SELECT l.lease FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[]),"
+    "                                             pg_catalog.unnest($3::pg_catalog.float8[])) AS l(namespace, lease)"
+    "              WHERE l.namespace OPERATOR(pg_catalog.=) r.namespace), $4))"
+    " ORDER BY r.expires_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED)"
+    " DELETE FROM @store@ r USING doomed d WHERE r.ctid OPERATOR(pg_catalog.=) d.ctid",
+    4,
+    {INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, FLOAT8OID}};
+
+const pg::StoreStatement forget_requests = {
+    "UPDATE @store@ r SET request_payload = NULL"
+    " WHERE r.namespace OPERATOR(pg_catalog.=) $1 AND r.request_payload IS NOT NULL",
+    1,
+    {TEXTOID}};
+
+}  // namespace
+
+// idem_store_purge(store regclass, batch_size integer): deletes one chunk
+// of up to batch_size expired records from store (NULL: the extension's
+// table), as idem_purge describes, as the store's owner; returns how many.
+IDEM_FUNCTION(idem_store_purge) {
+  const int32 batch = PG_ARGISNULL(1) ? 0 : PG_GETARG_INT32(1);
+  if (batch < 1)
+    throw core::Error(core::sqlstate::invalid_parameter_value, "invalid purge batch size",
+                      "batch_size must be a positive integer.");
+  text* none = cstring_to_text("");
+  const pg::Store store = store_arg(fcinfo, 0, none);
+  Datum lease_rows[2];
+  bool lease_nulls[2] = {true, true};
+  (void)pg::execute(leases, nullptr, "", lease_rows, lease_nulls);
+  const Datum values[4] = {Int32GetDatum(batch), lease_rows[0], lease_rows[1],
+                           Float8GetDatum(static_cast<double>(pg::in_progress_lease_seconds))};
+  const char nulls[5] = {' ', lease_nulls[0] ? 'n' : ' ', lease_nulls[1] ? 'n' : ' ', ' ', '\0'};
+  PG_RETURN_INT64(static_cast<int64>(pg::execute(purge_chunk, store, values, nulls)));
+}
+
+// idem_store_forget_requests(store regclass, namespace text): removes the
+// requests the namespace's records kept in store (NULL: the extension's
+// table), as the store's owner; returns how many records had one.
+IDEM_FUNCTION(idem_store_forget_requests) {
+  text* ns = pg::namespace_arg(fcinfo, 1);
+  const pg::Store store = store_arg(fcinfo, 0, ns);
+  const Datum values[1] = {PointerGetDatum(ns)};
+  PG_RETURN_INT64(static_cast<int64>(pg::execute(forget_requests, store, values, " ")));
+}
+
+// idem_store_problem(store regclass): NULL when the table has the shape a
+// store needs, else what is wrong with it (idem_bind_store's detail).
+IDEM_FUNCTION(idem_store_problem) {
+  if (PG_ARGISNULL(0)) PG_RETURN_NULL();
+  const char* problem = pg::store_shape_problem(PG_GETARG_OID(0));
+  if (problem == nullptr) PG_RETURN_NULL();
+  PG_RETURN_TEXT_P(cstring_to_text(problem));
+}
