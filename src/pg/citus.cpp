@@ -18,7 +18,6 @@ extern "C" {
 #include "commands/extension.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
-#include "utils/inval.h"
 #include "lib/stringinfo.h"
 #include "utils/rel.h"
 }
@@ -199,6 +198,6 @@ bool citus_manages(Oid relid) {
   return managed;
 }
 
-void register_citus_invalidation() { CacheRegisterRelcacheCallback(forget_citus, 0); }
+void citus_relation_changed(Oid relid) noexcept { forget_citus(0, relid); }
 
 }  // namespace idem::pg

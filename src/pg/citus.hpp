@@ -20,8 +20,7 @@ void refuse_where_citus_would_split_the_store(FunctionCallInfo fcinfo);
 // tables, and the relation of that name here is an empty shell.
 bool citus_manages(Oid relid);
 
-// Registers the relcache hook that forgets what was read from Citus's
-// catalogs (called once from _PG_init).
-void register_citus_invalidation();
+// Forgets what was read from Citus's catalogs when they change (relcache hook, module.cpp).
+void citus_relation_changed(Oid relid) noexcept;
 
 }  // namespace idem::pg

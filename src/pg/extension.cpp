@@ -14,7 +14,6 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "executor/tuptable.h"
-#include "utils/inval.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
@@ -142,7 +141,7 @@ Relations relations() {
 
 }  // namespace
 
-void register_extension_invalidation() { CacheRegisterRelcacheCallback(forget_relations, 0); }
+void extension_relation_changed(Oid relid) noexcept { forget_relations(0, relid); }
 
 Registry registry() { return relations().registry; }
 

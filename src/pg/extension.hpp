@@ -9,9 +9,8 @@
 
 namespace idem::pg {
 
-// Registers the relcache hook that forgets the cached OIDs and lock secret
-// (called once from _PG_init).
-void register_extension_invalidation();
+// Forgets the cached OIDs and lock secret when one of them changes (relcache hook, module.cpp).
+void extension_relation_changed(Oid relid) noexcept;
 
 // The namespace registry's tables and the store's owner. installed is false
 // while the schema is still 0.3.0's (the library was updated, the extension

@@ -266,7 +266,7 @@ void check_payload_size(const Jsonb* payload, const char* what, const text* ns, 
                         " (its max_payload_bytes, or idempotency.max_payload_bytes).");
 }
 
-void register_policy_invalidation() { CacheRegisterRelcacheCallback(forget_policies, 0); }
+void policies_relation_changed(Oid relid) noexcept { forget_policies(0, relid); }
 
 }  // namespace idem::pg
 

@@ -51,8 +51,7 @@ void check_payload_size(const Jsonb* payload, const char* what, const text* ns, 
 // replays, which write nothing, still work there.
 void require_read_write(const text* key, const char* function, const char* action);
 
-// Registers the relcache hook that clears the cache when either registry
-// table changes (called once from _PG_init).
-void register_policy_invalidation();
+// Clears the policy cache when either registry table changes (relcache hook, module.cpp).
+void policies_relation_changed(Oid relid) noexcept;
 
 }  // namespace idem::pg

@@ -7,7 +7,6 @@
 extern "C" {
 #include "lib/stringinfo.h"
 #include "utils/hsearch.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -155,6 +154,6 @@ uint64 execute(const StoreStatement& st, const Store& store, const Datum* values
   return processed;
 }
 
-void register_statement_invalidation() { CacheRegisterRelcacheCallback(mark_stale, 0); }
+void statements_relation_changed(Oid relid) noexcept { mark_stale(0, relid); }
 
 }  // namespace idem::pg

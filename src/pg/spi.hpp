@@ -48,8 +48,7 @@ struct StoreStatement {
 uint64 execute(const StoreStatement& st, const Store& store, const Datum* values, const char* nulls,
                Datum* row = nullptr, bool* row_nulls = nullptr);
 
-// Registers the relcache hook that marks a table's prepared statements
-// stale (called once from _PG_init).
-void register_statement_invalidation();
+// Marks the prepared statements of a changed table stale (relcache hook, module.cpp).
+void statements_relation_changed(Oid relid) noexcept;
 
 }  // namespace idem::pg

@@ -21,7 +21,6 @@ extern "C" {
 #include "storage/lmgr.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
-#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -279,6 +278,6 @@ IndexScanDesc scan_key(Relation table, Relation index, Snapshot snapshot, ScanKe
   return scan;
 }
 
-void register_store_invalidation() { CacheRegisterRelcacheCallback(forget_tables, 0); }
+void store_relation_changed(Oid relid) noexcept { forget_tables(0, relid); }
 
 }  // namespace idem::pg

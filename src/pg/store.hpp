@@ -68,8 +68,7 @@ void key_scan_keys(Relation index, const text* ns, const text* key, ScanKeyData 
 // An index scan of the primary key for those keys under snapshot.
 IndexScanDesc scan_key(Relation table, Relation index, Snapshot snapshot, ScanKeyData (&keys)[2]);
 
-// Registers the relcache hook that forgets what was learnt about bound
-// tables (called once from _PG_init).
-void register_store_invalidation();
+// Forgets what was learnt about a changed bound table (relcache hook, module.cpp).
+void store_relation_changed(Oid relid) noexcept;
 
 }  // namespace idem::pg
