@@ -11,16 +11,29 @@
 
 -- Fences are drawn at random by the library from 0.6.0 on: a sequence's
 -- position travels with every copy of the database, and a copy then drew
--- the fences the original had already handed out. A session still running
--- 0.5.0's library fails to claim (the sequence is gone) until it reconnects.
--- Out of the extension first, which also takes it off the list of what
--- pg_dump dumps (pg_extension.extconfig): a dropped member stays there.
+-- the fences the original had already handed out. The sequence stays, as
+-- the install script makes it (see there), but is no longer one of the
+-- tables pg_dump dumps (pg_extension.extconfig): recreated, which takes it
+-- off that list (taken out of the extension first: a dropped member stays
+-- on it).
 ALTER EXTENSION idempotency DROP SEQUENCE idem_fence_seq;
 DROP SEQUENCE idem_fence_seq;
+CREATE SEQUENCE idem_fence_seq AS bigint START 4294967296 MINVALUE 4294967296 NO CYCLE;
+REVOKE ALL ON SEQUENCE idem_fence_seq FROM PUBLIC;
 
 -- idem_begin takes the in-flight wait per call: the setting of that name is
 -- no longer taken from a session. A new symbol: a session still running an
--- older library fails cleanly (it would ignore the argument).
+-- older library fails cleanly (it would ignore the argument). Dropped and
+-- created again, they keep the privileges an operator gave the old ones:
+-- noted here (for this transaction), given back below.
+SELECT pg_catalog.set_config('idem_update.begin_acl',
+                             coalesce((SELECT p.proacl::text FROM pg_catalog.pg_proc p
+                                       WHERE p.oid = '@extschema@.idem_begin(text,text,jsonb,interval)'::pg_catalog.regprocedure), ''),
+                             true),
+       pg_catalog.set_config('idem_update.begin_typed_acl',
+                             coalesce((SELECT p.proacl::text FROM pg_catalog.pg_proc p
+                                       WHERE p.oid = '@extschema@.idem_begin_typed(text,text,anyelement,interval)'::pg_catalog.regprocedure), ''),
+                             true);
 DROP FUNCTION idem_begin_typed(text, text, anyelement, interval);
 DROP FUNCTION idem_begin(text, text, jsonb, interval);
 
@@ -46,6 +59,40 @@ AS $$ SELECT @extschema@.idem_begin(namespace, key, pg_catalog.to_jsonb(request)
 
 COMMENT ON FUNCTION idem_begin_typed(text, text, anyelement, interval, interval) IS
 'idem_begin for a value of any type, fingerprinted as to_jsonb(request)';
+
+-- The privileges the old functions had (NULL: the defaults, as a new
+-- installation has): each grantee's EXECUTE again, and PUBLIC's taken away
+-- when it did not have it. The initial privileges end as a new
+-- installation's (none recorded), so that a dump keeps the operator's.
+DO $acl$
+DECLARE
+    f record;
+    x record;
+BEGIN
+    FOR f IN SELECT * FROM (VALUES
+            ('@extschema@.idem_begin(text,text,jsonb,interval,interval)', 'idem_update.begin_acl'),
+            ('@extschema@.idem_begin_typed(text,text,anyelement,interval,interval)', 'idem_update.begin_typed_acl'))
+            AS v(fn, setting)
+    LOOP
+        CONTINUE WHEN coalesce(pg_catalog.current_setting(f.setting, true), '') = '';
+        IF NOT EXISTS (SELECT FROM pg_catalog.aclexplode(pg_catalog.current_setting(f.setting)::pg_catalog.aclitem[]) a
+                       WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE') THEN
+            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f.fn);
+        END IF;
+        FOR x IN SELECT a.grantee, a.is_grantable
+                 FROM pg_catalog.aclexplode(pg_catalog.current_setting(f.setting)::pg_catalog.aclitem[]) a
+                 WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+                   AND a.grantee <> (SELECT p.proowner FROM pg_catalog.pg_proc p WHERE p.oid = f.fn::pg_catalog.regprocedure)
+        LOOP
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I%s', f.fn,
+                                      (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = x.grantee),
+                                      CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END LOOP;
+        DELETE FROM pg_catalog.pg_init_privs i
+        WHERE i.classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND i.objoid = f.fn::pg_catalog.regprocedure;
+    END LOOP;
+END;
+$acl$;
 
 -- Stores the service owns ----------------------------------------------------
 
@@ -374,6 +421,18 @@ FROM @extschema@.idem_namespace_stats_rows();
 
 -- The registry ---------------------------------------------------------------
 
+-- Internal: raises 55P02 when this session's values for the store's
+-- settings were refused when the library loaded, leaving the built-in
+-- defaults in place of the configured values (docs/api.md, Settings); the
+-- registry functions that read a setting call it first.
+CREATE FUNCTION idem_trusted_settings()
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_trusted_settings'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION idem_trusted_settings() FROM PUBLIC;
+
+
 -- Reads store_request only once the library is loaded (before, a session's
 -- own placeholder could be read instead of the server's setting), and
 -- counts and scrubs the records in the namespace's store.
@@ -398,8 +457,10 @@ DECLARE
     default_lease interval;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
-    -- The settings are read once idem_parse has loaded the library: before,
-    -- a value a session set is a placeholder any role may set (see idem_purge).
+    -- The settings are read once idem_parse has loaded the library (before,
+    -- a value a session set is a placeholder any role may set), and only if
+    -- the session's values were not refused when it loaded.
+    PERFORM @extschema@.idem_trusted_settings();
     keeps_requests :=
         coalesce(store_request, nullif(current_setting('idempotency.store_request', true), '')::boolean, true);
     default_lease := coalesce(nullif(current_setting('idempotency.in_progress_lease', true), ''), '0')::interval;
@@ -487,11 +548,14 @@ COMMENT ON FUNCTION idem_namespace_configure(text, interval, interval, boolean, 
 
 -- Settings --------------------------------------------------------------------
 
--- idempotency.in_progress_lease is server-wide from 0.6.0 on (every session
--- must agree on which claims may outlive their transaction): a value set
--- for a database or a role is refused when the library loads, with a
--- WARNING, and the server's value does not apply in those sessions until
--- the value is removed. Say which to remove.
+-- The store's settings set for databases and roles. in_progress_lease is
+-- server-wide from 0.6.0 on (every session must agree on which claims may
+-- outlive their transaction): a database's or role's value makes the store
+-- refuse to run in the sessions it applies to, until it is removed.
+-- replay_window and in_flight_wait were settable by any role in 0.5.0
+-- (ALTER ROLE itself SET ...): from 0.6.0 a database's or role's value
+-- counts as a superuser's, so each is named, to be kept only if an
+-- operator meant it.
 DO $settings$
 DECLARE
     s record;
@@ -500,15 +564,24 @@ BEGIN
         SELECT CASE WHEN x.setrole = 0 AND x.setdatabase = 0 THEN 'ALTER ROLE ALL'
                     WHEN x.setrole = 0 THEN 'ALTER DATABASE ' || pg_catalog.quote_ident(d.datname)
                     ELSE 'ALTER ROLE ' || pg_catalog.quote_ident(r.rolname)
-                         || coalesce(' IN DATABASE ' || pg_catalog.quote_ident(d.datname), '') END AS statement
+                         || coalesce(' IN DATABASE ' || pg_catalog.quote_ident(d.datname), '') END AS statement,
+               pg_catalog.split_part(c, '=', 1) AS name
         FROM pg_catalog.pg_db_role_setting x
         LEFT JOIN pg_catalog.pg_database d ON d.oid = x.setdatabase
-        LEFT JOIN pg_catalog.pg_roles r ON r.oid = x.setrole
-        WHERE EXISTS (SELECT FROM pg_catalog.unnest(x.setconfig) c WHERE c LIKE 'idempotency.in\_progress\_lease=%')
+        LEFT JOIN pg_catalog.pg_roles r ON r.oid = x.setrole,
+             pg_catalog.unnest(x.setconfig) c
+        WHERE c LIKE 'idempotency.%'
+        ORDER BY 1, 2
     LOOP
-        RAISE WARNING 'idempotency.in_progress_lease is set by "% SET", which 0.6.0 no longer allows', s.statement
-            USING DETAIL = 'The lease is server-wide now: sessions it applies to ignore that value, with a warning, and the server''s lease with it.',
-                  HINT = format('Remove it (%s RESET idempotency.in_progress_lease); set the lease in postgresql.conf, or for the namespace with idem_namespace_configure.', s.statement);
+        IF s.name = 'idempotency.in_progress_lease' THEN
+            RAISE WARNING 'idempotency.in_progress_lease is set by "% SET", which 0.6.0 no longer allows', s.statement
+                USING DETAIL = 'The lease is server-wide now: the store refuses to run in the sessions that value applies to, whose lease it cannot trust.',
+                      HINT = pg_catalog.format('Remove it (%s RESET idempotency.in_progress_lease); set the lease in postgresql.conf, or for the namespace with idem_namespace_configure.', s.statement);
+        ELSIF s.name IN ('idempotency.replay_window', 'idempotency.in_flight_wait') THEN
+            RAISE WARNING '% is set by "% SET"', s.name, s.statement
+                USING DETAIL = 'Release 0.5.0 let any role set it for itself; from 0.6.0 only a superuser does, and this value applies to every session it names, behind a connection pool to every client of that role.',
+                      HINT = pg_catalog.format('Keep it only if an operator meant it; otherwise %s RESET %s.', s.statement, s.name);
+        END IF;
     END LOOP;
 END;
 $settings$;

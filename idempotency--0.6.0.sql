@@ -147,6 +147,11 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.idempotency_record', '')
 -- Applications go through the functions, never the table.
 REVOKE ALL ON idempotency_record FROM PUBLIC;
 
+-- Not used since 0.6.0, whose fences are drawn at random: kept so that a
+-- dump of 0.5.0, which sets its position, restores into this release.
+CREATE SEQUENCE idem_fence_seq AS bigint START 4294967296 MINVALUE 4294967296 NO CYCLE;
+REVOKE ALL ON SEQUENCE idem_fence_seq FROM PUBLIC;
+
 -- The key that lock tags are keyed with: a role that reads pg_locks sees 64
 -- bits of HMAC-SHA256(secret, namespace, key), against which it can test no
 -- guess, and with which it can make no two keys collide. Only the owner reads
@@ -817,6 +822,17 @@ REVOKE ALL ON FUNCTION idem_lock_namespace(text) FROM PUBLIC;
 COMMENT ON FUNCTION idem_lock_namespace(text) IS
 'Internal: waits for the transactions that began keys in a namespace and keeps new ones out until this transaction ends';
 
+-- Internal: raises 55P02 when this session's values for the store's
+-- settings were refused when the library loaded, leaving the built-in
+-- defaults in place of the configured values (docs/api.md, Settings); the
+-- registry functions that read a setting call it first.
+CREATE FUNCTION idem_trusted_settings()
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_trusted_settings'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION idem_trusted_settings() FROM PUBLIC;
+
 -- Registers a namespace, or replaces its settings: every call states them
 -- all, and a NULL (an omitted argument) follows the GUC. Refuses to change
 -- hash_keys while the namespace has records, which would hide them, and to
@@ -843,8 +859,10 @@ DECLARE
     default_lease interval;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
-    -- The settings are read once idem_parse has loaded the library: before,
-    -- a value a session set is a placeholder any role may set (see idem_purge).
+    -- The settings are read once idem_parse has loaded the library (before,
+    -- a value a session set is a placeholder any role may set), and only if
+    -- the session's values were not refused when it loaded.
+    PERFORM @extschema@.idem_trusted_settings();
     keeps_requests :=
         coalesce(store_request, nullif(current_setting('idempotency.store_request', true), '')::boolean, true);
     default_lease := coalesce(nullif(current_setting('idempotency.in_progress_lease', true), ''), '0')::interval;

@@ -141,11 +141,14 @@ ROLLBACK;
 -- nothing could take that claim over until its replay window ended.
 SELECT namespace FROM idem_namespace_configure('batch', in_progress_lease => '1 hour');
 BEGIN;
-SELECT kind FROM idem_begin('batch', 'job-1', '{}');
+SELECT kind, fence AS job_fence FROM idem_begin('batch', 'job-1', '{}') \gset
 COMMIT;
 SELECT idem_namespace_configure('batch');
 SELECT in_progress_lease FROM idem_namespaces WHERE namespace = 'batch';
+-- (Its holder ends it with the claim's fence: without one, a transition
+-- acts only on a claim of its own transaction.)
 SELECT idem_fail_transient('batch', 'job-1');
+SELECT idem_fail_transient('batch', 'job-1', :job_fence);
 SELECT namespace, in_progress_lease FROM idem_namespace_configure('batch');
 
 -- Dropping: refused while records exist; grants go with the namespace.

@@ -98,22 +98,53 @@ SELECT idem_commit('payments', 'order-11', '{"ok": true}');
 RELEASE SAVEPOINT t;
 COMMIT;
 SELECT status FROM idempotency_record WHERE key_value = 'order-11';
--- A claim inside a WITH HOLD cursor is refused (0A000), whether the cursor
--- runs it on FETCH or when COMMIT persists it: PostgreSQL keeps a holdable
--- cursor's rows even when COMMIT is then refused and the claim rolled back,
--- and the cursor would go on answering fresh, with a fence, for no record.
+-- A WITH HOLD cursor survives its transaction: COMMIT runs it to its end
+-- and keeps its rows before the claim guard can refuse. A claim made in one
+-- (when fetched, or as COMMIT runs it, directly or through a PL/pgSQL loop)
+-- is a claim like any other; when COMMIT is refused for it, the cursors the
+-- transaction declared are closed with the rollback, and no row survives to
+-- report a claim that was rolled back.
 BEGIN;
 DECLARE held CURSOR WITH HOLD FOR SELECT kind, fence IS NOT NULL AS fenced FROM idem_begin('payments', 'order-14', '{}');
 FETCH held;
+COMMIT;
 \echo :LAST_ERROR_SQLSTATE
-ROLLBACK;
+FETCH ALL held;
 BEGIN;
 DECLARE held CURSOR WITH HOLD FOR SELECT kind, fence IS NOT NULL AS fenced FROM idem_begin('payments', 'order-14', '{}');
 COMMIT;
 \echo :LAST_ERROR_SQLSTATE
 FETCH ALL held;
+CREATE FUNCTION pg_temp.claims_in_a_loop(k text) RETURNS SETOF idem_kind LANGUAGE plpgsql AS $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT kind FROM idem_begin('payments', k, '{}') LOOP
+        RETURN NEXT o.kind;
+    END LOOP;
+END;
+$$;
+BEGIN;
+DECLARE held CURSOR WITH HOLD FOR SELECT * FROM pg_temp.claims_in_a_loop('order-14');
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+FETCH ALL held;
 SELECT count(*) AS records FROM idempotency_record WHERE key_value = 'order-14';
--- A replay is no claim: a holdable cursor may carry it.
+-- A cursor declared in an earlier transaction is not the refused one's: it stays.
+BEGIN;
+DECLARE earlier CURSOR WITH HOLD FOR SELECT 1 AS still_open;
+COMMIT;
+BEGIN;
+SELECT kind FROM idem_begin('payments', 'order-14', '{}');
+COMMIT;
+FETCH ALL earlier;
+CLOSE earlier;
+-- A claim finished inside the cursor, or a replay, commits as usual.
+BEGIN;
+DECLARE held CURSOR WITH HOLD FOR SELECT pg_temp.pay('order-15') AS paid;
+COMMIT;
+FETCH ALL held;
+CLOSE held;
 BEGIN;
 DECLARE held CURSOR WITH HOLD FOR SELECT kind FROM idem_begin('payments', 'order-11', '{}');
 COMMIT;

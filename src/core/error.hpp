@@ -23,6 +23,7 @@ inline constexpr const char read_only_sql_transaction[] = "25006";
 inline constexpr const char invalid_transaction_state[] = "25000";
 inline constexpr const char feature_not_supported[] = "0A000";
 inline constexpr const char wrong_object_type[] = "42809";
+inline constexpr const char cant_change_runtime_param[] = "55P02";
 inline constexpr const char internal_error[] = "XX000";
 }  // namespace sqlstate
 

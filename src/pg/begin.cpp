@@ -15,8 +15,6 @@ extern "C" {
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "utils/guc.h"
-#include "tcop/pquery.h"
-#include "utils/portal.h"
 #include "utils/timestamp.h"
 }
 
@@ -175,22 +173,6 @@ Interval* replay_window(FunctionCallInfo fcinfo, int argno, const pg::Policy& po
   return w;
 }
 
-// Raises 0A000 when the key would be claimed inside a holdable cursor (a
-// DECLARE ... WITH HOLD being fetched, or persisted at COMMIT). PostgreSQL
-// keeps such a cursor's rows once it has persisted them, which it does
-// before the claim guard can refuse the COMMIT: the cursor would go on
-// handing out a fresh answer and a fence for a claim that was rolled back.
-void refuse_in_holdable_cursor(const text* given_key) {
-  if (ActivePortal == nullptr || (ActivePortal->cursorOptions & CURSOR_OPT_HOLD) == 0) return;
-  char label[32];
-  pg::key_label(given_key, label);
-  throw core::Error(core::sqlstate::feature_not_supported,
-                    std::string("cannot claim idempotency key ") + label + " inside a WITH HOLD cursor",
-                    "A holdable cursor keeps its rows after its transaction ends, even when the claim they "
-                    "report is rolled back.",
-                    "Call idem_begin outside the cursor, or declare the cursor WITHOUT HOLD.");
-}
-
 // How long this call waits for a concurrent holder, in milliseconds: the
 // argument (0.6.0's idem_begin has one), else idempotency.in_flight_wait.
 // An argument must be zero or more in every field and at most what the
@@ -278,8 +260,9 @@ void wait_on_standby(TransactionId xid, TimestampTz deadline) {
 // Waits until transaction xid ends or the deadline passes. The wait is an
 // ordinary lock wait on the transaction (visible in pg_locks, broken by the
 // deadlock detector, cancelled by statement_timeout or a cancel request),
-// bounded by a lock_timeout set for the wait alone; running out of time is
-// caught inside a subtransaction, and every other error goes on up.
+// bounded by a lock_timeout set for the wait alone (to the time left,
+// whatever the session's lock_timeout); running out of time is caught
+// inside a subtransaction, and every other error goes on up.
 void wait_for(TransactionId xid, TimestampTz deadline) {
   if (RecoveryInProgress()) return wait_on_standby(xid, deadline);
   const long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
@@ -287,8 +270,7 @@ void wait_for(TransactionId xid, TimestampTz deadline) {
   const int nest_level = NewGUCNestLevel();
   char timeout[32];
   snprintf(timeout, sizeof timeout, "%ld", remaining);
-  if (LockTimeout == 0 || LockTimeout > remaining)
-    (void)set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  (void)set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 
   MemoryContext context = CurrentMemoryContext;
   ResourceOwner owner = CurrentResourceOwner;
@@ -347,6 +329,7 @@ Datum begin(FunctionCallInfo fcinfo) {
   // The version of an abandoned record whose takeover found it locked by
   // another transaction (see below); 0: none.
   TimestampTz locked_version = 0;
+  bool waited = false;  // counted once, however many times it looks again
   for (;;) {
     const LOCKTAG lock = pg::lock_key(ns, key);
     // RowExclusiveLock, as INSERT ... ON CONFLICT takes it, when the begin
@@ -359,7 +342,6 @@ Datum begin(FunctionCallInfo fcinfo) {
     const TimestampTz now = GetCurrentTimestamp();
     if (p.found == pg::Found::nothing) {
       pg::require_read_write(given_key, "idem_begin", "begin");
-      refuse_in_holdable_cursor(given_key);
       Datum fence = 0;
       if (store.direct) {
         fence = Int64GetDatum(pg::insert_claim(store, ns, key, submitted, policy.store_request ? request : nullptr,
@@ -382,7 +364,6 @@ Datum begin(FunctionCallInfo fcinfo) {
     if (same_request && p.status == 'i' && !p.own && pg::registry().installed && abandoned(p, policy, now) &&
         p.updated_at != locked_version) {
       pg::require_read_write(given_key, "idem_begin", "begin");
-      refuse_in_holdable_cursor(given_key);
       const Datum fence = fenced ? Int64GetDatum(pg::draw_fence()) : 0;
       const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),
                                IntervalPGetDatum(window), TimestampTzGetDatum(now),
@@ -413,7 +394,8 @@ Datum begin(FunctionCallInfo fcinfo) {
 
     if (p.found == pg::Found::busy) {
       if (wait_ms > 0 && now < deadline) {
-        pg::count(pg::waits);
+        if (!waited) pg::count(pg::waits);
+        waited = true;
         wait_for(p.busy_xid, deadline);
         continue;  // the holder ended (or time is up): look again
       }

@@ -16,6 +16,11 @@
 extern "C" {
 #include "access/xact.h"
 #include "common/hashfn.h"
+#include "executor/spi.h"
+#include "nodes/parsenodes.h"
+#include "utils/portal.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 }
@@ -97,6 +102,40 @@ void reset() {
   open_count = 0;
 }
 
+// Closes the WITH HOLD cursors declared in this transaction. COMMIT runs
+// such a cursor to its end and keeps its rows before the transaction
+// callbacks run, and then no longer counts it as the transaction's: refused
+// here, the transaction is rolled back but the cursor would survive, with
+// rows that report claims that were rolled back (fresh, and a fence). An
+// abort before that point closes them, and this does the same.
+// Returns how many it closed.
+int close_holdable_cursors() {
+  // COMMIT has popped the statements' snapshots by now: the query needs one.
+  PushActiveSnapshot(GetTransactionSnapshot());
+  if (SPI_connect() != SPI_OK_CONNECT) {
+    PopActiveSnapshot();
+    return 0;
+  }
+  int closed = 0;
+  const Datum values[1] = {TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())};
+  Oid types[1] = {TIMESTAMPTZOID};
+  const int rc = SPI_execute_with_args(
+      "SELECT c.name FROM pg_catalog.pg_cursors c WHERE c.is_holdable"
+      " AND c.creation_time OPERATOR(pg_catalog.>=) $1",
+      1, types, const_cast<Datum*>(values), nullptr, true, 0);
+  for (uint64 i = 0; rc == SPI_OK_SELECT && i < SPI_processed; ++i) {
+    const char* name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+    Portal portal = name == nullptr ? nullptr : GetPortalByName(name);
+    if (portal != nullptr && (portal->cursorOptions & CURSOR_OPT_HOLD) != 0 && portal->status != PORTAL_ACTIVE) {
+      PortalDrop(portal, false);
+      ++closed;
+    }
+  }
+  SPI_finish();
+  PopActiveSnapshot();
+  return closed;
+}
+
 // The message for the first open claim found.
 void refuse_commit(bool preparing) {
   HASH_SEQ_STATUS seq;
@@ -109,6 +148,7 @@ void refuse_commit(bool preparing) {
     break;
   }
   if (open == nullptr) return;  // cannot happen while open_count > 0
+  const int closed = close_holdable_cursors();
   char label[32];
   if (open->hashed)  // the stored key is the hex SHA-256 that labels start with
     std::snprintf(label, sizeof label, "sha256:%.12s...", VARDATA_ANY(open->id.key));
@@ -126,7 +166,9 @@ void refuse_commit(bool preparing) {
           (open->in_block ? "\", and no idem_commit, idem_fail_permanent or idem_fail_transient ended the attempt"
                           : "\" outside a transaction block (autocommit), so its own statement would have "
                             "committed the record with no work done") +
-          ": every retry would answer in_flight. The transaction was rolled back.",
+          ": every retry would answer in_flight. The transaction was rolled back" +
+          (closed > 0 ? std::string(", and the WITH HOLD cursors it declared were closed (their rows came from it).")
+                      : std::string(".")),
       "Finish every fresh attempt before COMMIT with idem_commit, idem_fail_permanent or idem_fail_transient; in "
       "autocommit mode, put begin, work and finish in one BEGIN ... COMMIT block or one function. An operation "
       "that spans transactions needs an in_progress_lease on its namespace.");

@@ -197,6 +197,7 @@ void key_hex(const text* key, char (&hex)[65]) {
 }  // namespace
 
 Policy authorize(const text* ns) {
+  require_trusted_settings();
   // A grant revoked by a transaction that has committed holds for no later
   // call, even inside a transaction that already locked everything it uses.
   AcceptInvalidationMessages();

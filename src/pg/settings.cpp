@@ -10,6 +10,9 @@ extern "C" {
 #include "utils/guc.h"
 }
 
+#include <string>
+
+#include "../core/error.hpp"
 #include "compat.hpp"
 #include "stats.hpp"
 
@@ -24,57 +27,93 @@ bool require_registered_namespace = false;
 
 namespace {
 
+// The settings that are never taken from a session, in the order of
+// define_settings; each check hook passes its index.
+enum Setting { replay_window, in_flight_wait, store_request, max_payload, require_registered, lease, setting_count };
+struct Guarded {
+  const char* name;
+  const char* hint;  // what to do instead of setting it in a session
+  bool existed;      // a placeholder held a value when the library loaded
+  bool accepted;     // a value was accepted while the library was loading
+};
+Guarded guarded[setting_count] = {
+    {"idempotency.replay_window",
+     "Pass replay_window to idem_begin, configure the namespace's with idem_namespace_configure, or have a "
+     "superuser set it in postgresql.conf or with ALTER DATABASE or ALTER ROLE ... SET.",
+     false, false},
+    {"idempotency.in_flight_wait",
+     "Pass in_flight_wait to idem_begin, or have a superuser set it in postgresql.conf or with ALTER DATABASE or "
+     "ALTER ROLE ... SET.",
+     false, false},
+    {"idempotency.store_request",
+     "Configure the namespace's with idem_namespace_configure, or set it in postgresql.conf or with ALTER "
+     "DATABASE or ALTER ROLE ... SET.",
+     false, false},
+    {"idempotency.max_payload_bytes",
+     "Configure the namespace's with idem_namespace_configure, or set it in postgresql.conf or with ALTER "
+     "DATABASE or ALTER ROLE ... SET.",
+     false, false},
+    {"idempotency.require_registered_namespace",
+     "Set it in postgresql.conf or with ALTER DATABASE or ALTER ROLE ... SET.", false, false},
+    {"idempotency.in_progress_lease", nullptr, false, false},
+};
+
+// While the library loads, PostgreSQL applies again the values a session
+// had for these settings before it knew them (placeholders).
+bool loading = false;
+// Set when such a value was refused in a way that lost the configured one
+// (see define_settings); the setting's index, or -1.
+int untrusted = -1;
+
 // False, with the error to raise, when a value comes from a session or a
 // connection's options rather than from the server's configuration, a
 // database or a role. Called by PostgreSQL: never throws.
-bool from_configuration(const char* name, const char* hint, GucSource source) noexcept {
-  if (source != PGC_S_SESSION && source != PGC_S_CLIENT) return true;
+bool from_configuration(Setting setting, GucSource source) noexcept {
+  if (source != PGC_S_SESSION && source != PGC_S_CLIENT) {
+    if (loading && source != PGC_S_DEFAULT) guarded[setting].accepted = true;  // not the built-in default
+    return true;
+  }
+  // A connection's option stands where the configured value did: refused
+  // while loading, it leaves the built-in default in its place.
+  if (loading && source == PGC_S_CLIENT) untrusted = setting;
   GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
-  GUC_check_errmsg("parameter \"%s\" cannot be set in a session", name);
+  GUC_check_errmsg("parameter \"%s\" cannot be set in a session", guarded[setting].name);
   GUC_check_errdetail(
-      "A session's value would outlive its transaction and shape the records and waits of whoever uses the "
-      "connection next, such as another client of a connection pool.");
-  GUC_check_errhint("%s", hint);
+      "The store's settings come from the server's configuration, a database or a role, never from a session: a "
+      "session's value reaches other statements than the call that needs it, and behind a connection pool, "
+      "other clients.");
+  GUC_check_errhint("%s", guarded[setting].hint);
   return false;
 }
 
-bool check_replay_window(int*, void**, GucSource source) noexcept {
-  return from_configuration("idempotency.replay_window",
-                            "Pass replay_window to idem_begin, configure the namespace's with "
-                            "idem_namespace_configure, or have a superuser set it in postgresql.conf or with "
-                            "ALTER DATABASE or ALTER ROLE ... SET.",
-                            source);
-}
-
-bool check_in_flight_wait(int*, void**, GucSource source) noexcept {
-  return from_configuration("idempotency.in_flight_wait",
-                            "Pass in_flight_wait to idem_begin, or have a superuser set it in postgresql.conf or "
-                            "with ALTER DATABASE or ALTER ROLE ... SET.",
-                            source);
-}
-
-bool check_store_request(bool*, void**, GucSource source) noexcept {
-  return from_configuration("idempotency.store_request",
-                            "Configure the namespace's with idem_namespace_configure, or set it in "
-                            "postgresql.conf or with ALTER DATABASE or ALTER ROLE ... SET.",
-                            source);
-}
-
-bool check_max_payload_bytes(int*, void**, GucSource source) noexcept {
-  return from_configuration("idempotency.max_payload_bytes",
-                            "Configure the namespace's with idem_namespace_configure, or set it in "
-                            "postgresql.conf or with ALTER DATABASE or ALTER ROLE ... SET.",
-                            source);
-}
-
+bool check_replay_window(int*, void**, GucSource source) noexcept { return from_configuration(replay_window, source); }
+bool check_in_flight_wait(int*, void**, GucSource source) noexcept { return from_configuration(in_flight_wait, source); }
+bool check_store_request(bool*, void**, GucSource source) noexcept { return from_configuration(store_request, source); }
+bool check_max_payload_bytes(int*, void**, GucSource source) noexcept { return from_configuration(max_payload, source); }
 bool check_require_registered(bool*, void**, GucSource source) noexcept {
-  return from_configuration("idempotency.require_registered_namespace",
-                            "Set it in postgresql.conf or with ALTER DATABASE or ALTER ROLE ... SET.", source);
+  return from_configuration(require_registered, source);
+}
+// PostgreSQL itself refuses the lease from anything but the server's
+// configuration (PGC_SIGHUP), before this hook: it only notes acceptance.
+bool check_lease(int*, void**, GucSource source) noexcept {
+  if (loading && source != PGC_S_DEFAULT) guarded[lease].accepted = true;
+  return true;
 }
 
 }  // namespace
 
 void define_settings() {
+  // Loaded after sessions started (not preloaded), the library meets the
+  // values PostgreSQL kept as placeholders, and applies them again when it
+  // defines each setting: first the value that stands for the configured
+  // one, then the ones set in the session. When the first is refused (a
+  // connection's option stood there, or a database's or role's value the
+  // setting does not allow), PostgreSQL leaves the built-in default in its
+  // place: the configured value is lost for this session, and the store
+  // refuses to run in it (require_trusted_settings).
+  const bool late = !process_shared_preload_libraries_in_progress;
+  for (Guarded& g : guarded) g.existed = late && GetConfigOption(g.name, true, false) != nullptr;
+  loading = true;
   DefineCustomIntVariable(
       "idempotency.replay_window", "Default replay window of idem_begin.",
       "How long a record replays before idem_purge may delete it, when idem_begin is given no window. "
@@ -94,7 +133,7 @@ void define_settings() {
       "idempotency.in_progress_lease", "Default in-progress lease of a namespace.",
       "An in_progress record older than this may be taken over by a begin with the same request; "
       "0 never takes one over. A namespace's in_progress_lease overrides it. Server-wide.",
-      &in_progress_lease_seconds, 0, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
+      &in_progress_lease_seconds, 0, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, check_lease, nullptr, nullptr);
   DefineCustomBoolVariable(
       "idempotency.store_request", "Whether records keep the request, to show it on a mismatch.",
       "Off keeps only the request's SHA-256. A namespace's store_request overrides it. Not settable in a "
@@ -111,7 +150,22 @@ void define_settings() {
       "On turns a namespace that idem_namespace_configure never registered into an error. Not settable in a "
       "session.",
       &require_registered_namespace, false, PGC_SUSET, 0, check_require_registered, nullptr, nullptr);
+  loading = false;
+  for (int i = 0; i < setting_count && untrusted < 0; ++i)
+    if (guarded[i].existed && !guarded[i].accepted) untrusted = i;
   compat::reserve_guc_prefix("idempotency");
+}
+
+void require_trusted_settings() {
+  if (untrusted < 0) return;
+  throw core::Error(
+      core::sqlstate::cant_change_runtime_param, "the idempotency settings of this session cannot be trusted",
+      std::string(guarded[untrusted].name) +
+          " was set for this session before the extension's library was loaded (by a connection option, by the "
+          "session itself, or by a database's or role's value the setting does not allow) and was refused when "
+          "it loaded: the session would use the built-in default in place of the configured value.",
+      "Reconnect without setting it (and remove database or role values of idempotency.in_progress_lease), or "
+      "load the library with shared_preload_libraries, which refuses such values when they are set.");
 }
 
 }  // namespace idem::pg

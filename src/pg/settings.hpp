@@ -40,4 +40,11 @@ extern bool require_registered_namespace;
 // only the counters, is a superuser setting a session may set.
 void define_settings();
 
+// Raises 55P02 when a value this session had for one of those settings
+// before the library was loaded was refused when it loaded in a way that
+// left the built-in default in place of the configured value (a
+// connection's option; a database's or role's value the setting does not
+// allow). Every store call and registry function asks first.
+void require_trusted_settings();
+
 }  // namespace idem::pg

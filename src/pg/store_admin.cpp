@@ -36,6 +36,7 @@ pg::Statement is_bound = {
 // opened and locked for writing. Raises 42809 for a table no namespace is
 // bound to.
 pg::Store store_arg(FunctionCallInfo fcinfo, int argno, const text* ns) {
+  pg::require_trusted_settings();
   if (PG_ARGISNULL(argno)) return pg::open_store(ns, InvalidOid, RowExclusiveLock);
   const Oid relid = PG_GETARG_OID(argno);
   const Datum values[1] = {ObjectIdGetDatum(relid)};
@@ -110,6 +111,15 @@ IDEM_FUNCTION(idem_store_forget_requests) {
   const pg::Store store = store_arg(fcinfo, 0, ns);
   const Datum values[1] = {PointerGetDatum(ns)};
   PG_RETURN_INT64(static_cast<int64>(pg::execute(forget_requests, store, values, " ")));
+}
+
+// idem_trusted_settings(): raises 55P02 when this session's settings were
+// refused when the library loaded (settings.hpp); the registry functions
+// that read a setting call it first.
+IDEM_FUNCTION(idem_trusted_settings) {
+  (void)fcinfo;
+  pg::require_trusted_settings();
+  PG_RETURN_VOID();
 }
 
 // idem_store_problem(store regclass): NULL when the table has the shape a

@@ -174,6 +174,14 @@ Datum proof_datum(const pg::Claim& proof) {
                           std::to_string(holder) + "; no begin has answered attempt " + std::to_string(proof.value) +
                           ". Pass the attempt that idem_begin answered with fresh.");
   }
+  if (proof.kind == pg::Claim::none && pg::string_of(status_text) == "in_progress")
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot ") + action + " an idempotency record another transaction claimed",
+                      "The record for key " + std::string(label) + " in namespace \"" + pg::string_of(ns) +
+                          "\" is in progress, claimed by another transaction that committed its claim (a namespace "
+                          "with an in_progress_lease lets a claim outlive its transaction). Without a fence, a "
+                          "transition acts only on a claim of its own transaction.",
+                      "The claim's holder finishes it with the fence idem_begin answered with fresh.");
   throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                     std::string("cannot ") + action + " an idempotency record that is not in progress",
                     "The record for key " + std::string(label) + " is already " + pg::string_of(status_text) +
@@ -241,7 +249,9 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
   const char* nulls = committing ? "    n " : "   n  ";
   const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock);
   const uint64 done = store.direct ? pg::finish_claim(store, ns, key, proof, committing, payload)
-                                   : pg::execute(*finish_by[proof.kind], store, values, nulls);
+                      : proof.kind == pg::Claim::none && !pg::claimed_here(store, ns, key)
+                          ? 0
+                          : pg::execute(*finish_by[proof.kind], store, values, nulls);
   if (done == 0) not_in_progress(store, ns, key, given_key, committing ? "commit" : "fail", proof);
   pg::finish(ns, key);
   pg::count(committing ? pg::commits : pg::permanent_failures);
@@ -260,7 +270,9 @@ void forget(FunctionCallInfo fcinfo, bool fence) {
   const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), proof_datum(proof)};
   const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock);
   const uint64 done = store.direct ? pg::forget_claim(store, ns, key, proof)
-                                   : pg::execute(*forget_by[proof.kind], store, values, "   ");
+                      : proof.kind == pg::Claim::none && !pg::claimed_here(store, ns, key)
+                          ? 0
+                          : pg::execute(*forget_by[proof.kind], store, values, "   ");
   if (done == 0) not_in_progress(store, ns, key, given_key, "fail", proof);
   pg::finish(ns, key);
   pg::count(pg::transient_failures);

@@ -7,6 +7,7 @@ extern "C" {
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -64,7 +65,9 @@ Snapshot push_snapshot() {
 
 // Reads the record for (ns, key) under snapshot into values/nulls (with its
 // tid; values NULL: the tid only); false when there is none or it is not the
-// in_progress record claim names.
+// in_progress record claim names. No proof (Claim::none) names only a record
+// this transaction claimed (inserted, or took over): another transaction's
+// claim, committed under a lease, is finished only with its fence.
 bool read_claim(Relation table, const Store& store, Snapshot snapshot, text* ns, text* key, const Claim& claim,
                 Datum* values, bool* nulls, ItemPointerData* tid) {
   Relation pkey = index_open(store.pkey, AccessShareLock);
@@ -81,6 +84,11 @@ bool read_claim(Relation table, const Store& store, Snapshot snapshot, text* ns,
       matches = DatumGetInt32(slot->tts_values[col_attempt - 1]) == claim.value;
     if (matches && claim.kind == Claim::fence)
       matches = !slot->tts_isnull[col_fence - 1] && DatumGetInt64(slot->tts_values[col_fence - 1]) == claim.value;
+    if (matches && claim.kind == Claim::none) {
+      bool no_xmin;
+      const Datum xmin = slot_getsysattr(slot, MinTransactionIdAttributeNumber, &no_xmin);
+      matches = !no_xmin && TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin));
+    }
   }
   if (matches && values != nullptr) {
     // The new version is formed from these after the buffer is released:
@@ -198,6 +206,16 @@ bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, b
 
 bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim) {
   return transition(store, ns, key, claim, true, false, nullptr);
+}
+
+bool claimed_here(const Store& store, text* ns, text* key) {
+  Relation table = table_open(store.table, RowExclusiveLock);
+  const Snapshot snapshot = push_snapshot();
+  ItemPointerData tid;
+  const bool found = read_claim(table, store, snapshot, ns, key, Claim{Claim::none, 0}, nullptr, nullptr, &tid);
+  PopActiveSnapshot();
+  table_close(table, NoLock);
+  return found;
 }
 
 }  // namespace idem::pg

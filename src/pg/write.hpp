@@ -35,4 +35,9 @@ bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, b
 // same rules; false when none matches.
 bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim);
 
+// Whether the in_progress record of (ns, key), as a transition would read
+// it, was claimed by this transaction: what a transition without a proof
+// may act on. For the SQL path, whose statements cannot tell.
+bool claimed_here(const Store& store, text* ns, text* key);
+
 }  // namespace idem::pg

@@ -50,7 +50,7 @@ $node->safe_psql('postgres', q{
 	FROM cron.job WHERE jobname = 'idempotency-purge';
 });
 # (An expired in_progress record as an older release let an autocommit
-# caller leave it; this one's begin would refuse to commit the claim.)
+# caller leave it; the holder locks its row as a transition would.)
 $node->safe_psql('postgres', q{
 	INSERT INTO idempotency.idempotency_record
 	VALUES ('cron', 'held', 'in_progress', sha256('held'), '{}', NULL, NULL,
@@ -59,7 +59,7 @@ $node->safe_psql('postgres', q{
 my $holder = $node->background_psql('postgres');
 $holder->query_safe(q{
 	BEGIN;
-	SELECT idempotency.idem_commit('cron', 'held', '{"r": 1}');
+	SELECT 1 FROM idempotency.idempotency_record WHERE namespace = 'cron' AND key_value = 'held' FOR UPDATE;
 });
 ok($node->poll_query_until('postgres', q{
 	SELECT count(*) = 0 FROM idempotency.idempotency_record WHERE namespace = 'cron' AND key_value LIKE 'expired-%'

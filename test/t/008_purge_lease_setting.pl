@@ -7,7 +7,10 @@
 # a session where the library is not loaded yet: until the library is
 # loaded PostgreSQL keeps any value a session sets for it as a placeholder;
 # idem_purge loads the library before reading the setting, which turns such
-# a value away.
+# a value away. A value that stood where the configured one did (a
+# connection's option, a database's lease) is refused too when the library
+# loads, and the configured value is then lost for that session: the store
+# refuses to run there (55P02) rather than run on the built-in default.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -62,6 +65,36 @@ like($err, qr/parameter "idempotency.in_progress_lease" cannot be changed now/,
 	'and is told its setting was refused');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM idempotency.idempotency_record WHERE key_value = 'running'}),
 	'1', 'the record whose lease runs is still there');
+
+# A connection's option (the library not preloaded): it stands where the
+# server's lease did, and when the library loads PostgreSQL refuses it and
+# leaves the built-in default (no lease). The store refuses to run in such a
+# session: the purge deletes nothing, and a begin is refused as well.
+my $trust = qr/ERROR:  55P02: the idempotency settings of this session cannot be trusted/;
+for my $option ('-c idempotency.in_progress_lease=0', '-c idempotency.in_progress_lease=1h',
+	'-c idempotency.replay_window=1s')
+{
+	local $ENV{PGOPTIONS} = $option;
+	($ret, $out, $err) = $node->psql('postgres', 'SELECT idempotency.idem_purge()',
+		extra_params => [ '-U', 'purger', '-v', 'VERBOSITY=verbose' ]);
+	like($err, $trust, "a purge in a session started with $option is refused");
+	($ret, $out, $err) = $node->psql('postgres', q{SELECT kind FROM idempotency.idem_begin('jobs', 'other', '{}')},
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, $trust, "  and so is a begin");
+}
+is($node->safe_psql('postgres', q{SELECT count(*) FROM idempotency.idempotency_record WHERE key_value = 'running'}),
+	'1', 'the record whose lease runs is still there');
+
+# A database's value for the lease, set where the library was not loaded
+# (0.5.0 allowed it): the sessions of that database cannot trust their lease.
+$node->safe_psql('postgres', q{ALTER DATABASE postgres SET idempotency.in_progress_lease = '0'});
+($ret, $out, $err) = $node->psql('postgres', 'SELECT idempotency.idem_purge()',
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, $trust, "a database's lease: the store refuses to run in its sessions");
+like($err, qr/idempotency\.in_progress_lease was set for this session before/, '  naming the setting');
+$node->safe_psql('postgres', q{ALTER DATABASE postgres RESET idempotency.in_progress_lease});
+is($node->safe_psql('postgres', 'SELECT idempotency.idem_purge()'), '0',
+	'  removed, the server\'s lease applies again');
 
 $node->stop;
 done_testing();
