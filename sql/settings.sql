@@ -77,11 +77,11 @@ ALTER DATABASE :"db" RESET idempotency.require_registered_namespace;
 ALTER DATABASE :"db" RESET idempotency.in_flight_wait;
 \c
 
--- A value the session set before the library loaded is refused when it
--- loads, and the session's settings are no longer trusted: the store's
--- calls refuse to run (55P02) rather than use the built-in default in place
--- of a configured one. The namespace's requests are kept (switching
--- store_request off would remove them).
+-- idem_namespace_configure reads store_request once the library is loaded:
+-- a value the session set before is refused then, and the namespace's
+-- requests are kept (switching store_request off would remove them). A value
+-- only SET in the session hid no configured one, so the session goes on
+-- (a connection option's does hide it: test/t/008 shows the refusal).
 SELECT namespace FROM idem_namespace_configure('kept', store_request => NULL);
 BEGIN;
 SELECT kind FROM idem_begin('kept', 'k-1', '{"card": "4111"}');

@@ -33,7 +33,7 @@ enum Setting { replay_window, in_flight_wait, store_request, max_payload, requir
 struct Guarded {
   const char* name;
   const char* hint;  // what to do instead of setting it in a session
-  bool existed;      // a placeholder held a value when the library loaded
+  bool existed;      // a placeholder held a configured value when the library loaded
   bool accepted;     // a value was accepted while the library was loading
 };
 Guarded guarded[setting_count] = {
@@ -111,8 +111,12 @@ void define_settings() {
   // setting does not allow), PostgreSQL leaves the built-in default in its
   // place: the configured value is lost for this session, and the store
   // refuses to run in it (require_trusted_settings).
+  // A placeholder's reset value is the one that stood for the configured
+  // value (the server's, a database's, a role's or a connection's); a value
+  // only SET in the session hid nothing, and its refusal loses nothing.
   const bool late = !process_shared_preload_libraries_in_progress;
-  for (Guarded& g : guarded) g.existed = late && GetConfigOption(g.name, true, false) != nullptr;
+  for (Guarded& g : guarded)
+    g.existed = late && GetConfigOption(g.name, true, false) != nullptr && GetConfigOptionResetString(g.name) != nullptr;
   loading = true;
   DefineCustomIntVariable(
       "idempotency.replay_window", "Default replay window of idem_begin.",
@@ -161,9 +165,9 @@ void require_trusted_settings() {
   throw core::Error(
       core::sqlstate::cant_change_runtime_param, "the idempotency settings of this session cannot be trusted",
       std::string(guarded[untrusted].name) +
-          " was set for this session before the extension's library was loaded (by a connection option, by the "
-          "session itself, or by a database's or role's value the setting does not allow) and was refused when "
-          "it loaded: the session would use the built-in default in place of the configured value.",
+          " was set for this session before the extension's library was loaded (by a connection option, or by a "
+          "database's or role's value the setting does not allow) and was refused when it loaded: the session "
+          "would use the built-in default in place of the configured value.",
       "Reconnect without setting it (and remove database or role values of idempotency.in_progress_lease), or "
       "load the library with shared_preload_libraries, which refuses such values when they are set.");
 }
