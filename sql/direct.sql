@@ -91,6 +91,23 @@ SELECT idem_commit('direct', 'audited', '{}');
 SELECT kind FROM idem_begin('direct', 'audited-2', '{}');
 SELECT idem_fail_transient('direct', 'audited-2');
 COMMIT;
+-- On this path too a transition without a fence acts only on its own
+-- transaction's claim (one made in a savepoint counts): another's, committed
+-- under a lease, needs its fence.
+SELECT namespace FROM idem_namespace_configure('direct-lease', in_progress_lease => '1 hour');
+BEGIN;
+SAVEPOINT s;
+SELECT kind FROM idem_begin('direct-lease', 'own', '{}');
+RELEASE SAVEPOINT s;
+SELECT idem_commit('direct-lease', 'own', '{}');
+SELECT fence AS leased_fence FROM idem_begin('direct-lease', 'leased', '{}') \gset
+COMMIT;
+SELECT idem_commit('direct-lease', 'leased', '{}');
+SELECT idem_fail_transient('direct-lease', 'leased');
+SELECT idem_commit('direct-lease', 'leased', '{}', :leased_fence);
+SELECT key_value, status FROM idempotency_record WHERE namespace = 'direct-lease' ORDER BY 1;
+DELETE FROM idempotency_record WHERE namespace = 'direct-lease';
+SELECT idem_namespace_drop('direct-lease');
 DROP TRIGGER audit ON idempotency_record;
 BEGIN;
 SELECT kind FROM idem_begin('direct', 'unaudited', '{}');
