@@ -183,7 +183,13 @@ suite_pgtap() {
   "$psql" -X -q -d postgres -v ON_ERROR_STOP=1 -c 'CREATE DATABASE idempotency_tap' >/dev/null
   "$psql" -X -q -d idempotency_tap -v ON_ERROR_STOP=1 \
     -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION dblink' -c 'CREATE EXTENSION idempotency' >/dev/null
-  (cd "$1" && pg_prove --ext .sql -d idempotency_tap test/pgtap/)
+  (cd "$1" && pg_prove --ext .sql -d idempotency_tap test/pgtap/) || return 1
+  # The store's tests again, their namespaces bound to a table of the
+  # service's (test/pgtap/store.psql).
+  "$psql" -X -q -d idempotency_tap -v ON_ERROR_STOP=1 \
+    -c 'CREATE SCHEMA bound' -c "SELECT idempotency.idem_create_store('bound.records')" >/dev/null
+  (cd "$1" && pg_prove --set store=bound.records -d idempotency_tap \
+    test/pgtap/store_transitions.sql test/pgtap/store_properties.sql test/pgtap/namespace_lease.sql)
 }
 
 # suite_perl_tap WORK [SKIP...]: the Perl TAP tests (test/t) but those named

@@ -8,6 +8,8 @@
 -- purging never deletes a record whose lease still runs, in any time zone.
 -- (The server-wide lease, which no session can set, is in
 -- test/t/008_purge_lease_setting.pl, with a taken-over record finished.)
+\set namespaces '{lease-none,lease-own,lease-late,lease-purge,lease-dst}'
+\ir store.psql
 BEGIN;
 SET search_path = idempotency, public;
 SELECT plan(10);
@@ -20,10 +22,10 @@ SELECT dblink_connect('other', format('host=%s port=%s dbname=%s user=%s',
 CREATE FUNCTION pg_temp.abandoned(ns text, k text, age interval, expires interval DEFAULT '1 day') RETURNS void
 LANGUAGE sql AS $$
     SELECT dblink_exec('other', format(
-        $f$INSERT INTO idempotency.idempotency_record
+        $f$INSERT INTO %s
                (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at)
            VALUES (%L, %L, 'in_progress', idempotency.idem_request_hash('{"job": 1}'), '{"job": 1}',
-                   now() - %L::interval, now() - %L::interval, now() + %L::interval)$f$, ns, k, age, age, expires));
+                   now() - %L::interval, now() - %L::interval, now() + %L::interval)$f$, current_setting('idem_test.store'), ns, k, age, age, expires));
 $$;
 SELECT pg_temp.abandoned('lease-none', 'k', '10 days');
 SELECT pg_temp.abandoned('lease-none', 'expired', '10 days', '-1 second');
@@ -38,10 +40,10 @@ SELECT is((SELECT kind::text || ' ' || attempt FROM idem_begin('lease-none', 'ex
 -- This transaction's own record: past the lease, still in flight (taking it
 -- over would run the work twice in one transaction).
 SELECT is((SELECT kind::text FROM idem_begin('lease-own', 'k', '{"job": 1}')), 'fresh', 'a taker gets lease-own');
-UPDATE idempotency_record SET updated_at = now() - interval '1 hour' WHERE namespace = 'lease-own';
+UPDATE pg_temp.records SET updated_at = now() - interval '1 hour' WHERE namespace = 'lease-own';
 SELECT is((SELECT kind::text FROM idem_begin('lease-own', 'k', '{"job": 1}')), 'in_flight',
           'its own record, past the lease, is not taken over again');
-SELECT is((SELECT attempt FROM idempotency_record WHERE namespace = 'lease-own'), 2, '  and stays attempt 2');
+SELECT is((SELECT attempt FROM pg_temp.records WHERE namespace = 'lease-own'), 2, '  and stays attempt 2');
 
 -- The lease runs from the claim: a transaction that waited longer than the
 -- lease before claiming holds a whole lease once it commits, and a retry
@@ -62,7 +64,7 @@ SELECT pg_temp.abandoned('lease-purge', 'running', '10 minutes', '-1 second');
 SELECT pg_temp.abandoned('lease-purge', 'ran-out', '2 hours', '-1 second');
 SELECT is((SELECT n FROM dblink('other', $$SELECT idempotency.idem_purge()$$) AS t(n bigint)), 1::bigint,
           'purge deletes the record whose lease ran out');
-SELECT is((SELECT k FROM dblink('other', $$SELECT key_value FROM idempotency.idempotency_record WHERE namespace = 'lease-purge'$$)
+SELECT is((SELECT k FROM dblink('other', format($$SELECT key_value FROM %s WHERE namespace = 'lease-purge'$$, current_setting('idem_test.store')))
            AS t(k text)), 'running', '  and keeps the one whose lease still runs');
 
 -- A lease is a length of time, whatever the purger's time zone: here one in
@@ -77,9 +79,12 @@ SELECT is((SELECT n FROM dblink('other', $$SELECT idempotency.idem_purge()$$) AS
           'purge keeps a record whose lease runs, in any time zone');
 SELECT dblink_exec('other', 'RESET TimeZone');
 
-SELECT dblink_exec('other', $$DELETE FROM idempotency.idem_namespace_config WHERE namespace LIKE 'lease-%'$$);
+-- (lease-own is this transaction's to remove: bound to a store, its row was
+-- there before and this transaction has changed it.)
+SELECT dblink_exec('other', $$DELETE FROM idempotency.idem_namespace_config WHERE namespace LIKE 'lease-%' AND namespace <> 'lease-own'$$);
 SELECT dblink_disconnect('other');
 SELECT * FROM finish();
 ROLLBACK;
 -- What the other session committed goes once this transaction has let go of it.
-DELETE FROM idempotency.idempotency_record WHERE namespace LIKE 'lease-%';
+DELETE FROM pg_temp.records WHERE namespace LIKE 'lease-%';
+\ir unbind.psql

@@ -2,6 +2,8 @@
 -- transcript cannot show: a batch consumer beginning 100,000 keys in one
 -- transaction, a bounded in-flight wait against a holder that does not
 -- finish, and use from PL/pgSQL (DO blocks and functions).
+\set namespaces '{batch,batch-commit,plpgsql,waits}'
+\ir store.psql
 BEGIN;
 SET search_path = idempotency, public;
 SELECT plan(12);
@@ -52,14 +54,15 @@ CREATE FUNCTION pg_temp.batch(keys integer, unfinished integer) RETURNS text LAN
     SELECT dblink_exec('batch', 'COMMIT');
 $fn$;
 SELECT lives_ok($$SELECT pg_temp.batch(100000, 0)$$, 'a transaction claims 100,000 keys, finishes 75,000 and commits');
-SELECT is((SELECT count(*) FROM dblink('batch', $q$SELECT 1 FROM idempotency.idempotency_record
-                                                 WHERE namespace = 'batch-commit' AND status = 'committed'$q$) AS t(one int)),
+SELECT is((SELECT count(*) FROM dblink('batch', format($q$SELECT 1 FROM %s
+                                                 WHERE namespace = 'batch-commit' AND status = 'committed'$q$,
+                                                 current_setting('idem_test.store'))) AS t(one int)),
           75000::bigint, '  the 75,000 are committed, the rolled-back quarter left nothing');
-SELECT dblink_exec('batch', $q$DELETE FROM idempotency.idempotency_record WHERE namespace = 'batch-commit'$q$);
+SELECT dblink_exec('batch', format($q$DELETE FROM %s WHERE namespace = 'batch-commit'$q$, current_setting('idem_test.store')));
 SELECT throws_ok($$SELECT pg_temp.batch(1000, 777)$$, '25000', NULL,
                  'with one of them unfinished the COMMIT fails');
-SELECT is((SELECT n FROM dblink('batch', $q$SELECT count(*) FROM idempotency.idempotency_record
-                                           WHERE namespace = 'batch-commit'$q$) AS t(n bigint)),
+SELECT is((SELECT n FROM dblink('batch', format($q$SELECT count(*) FROM %s
+                                           WHERE namespace = 'batch-commit'$q$, current_setting('idem_test.store'))) AS t(n bigint)),
           0::bigint, '  and leaves nothing');
 SELECT dblink_disconnect('batch');
 
@@ -111,3 +114,4 @@ SELECT is(ARRAY[pg_temp.pay('f', 5), pg_temp.pay('f', 5), pg_temp.pay('f', 6)],
 
 SELECT * FROM finish();
 ROLLBACK;
+\ir unbind.psql

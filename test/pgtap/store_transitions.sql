@@ -3,6 +3,8 @@
 -- transition; expired-but-unpurged replay and purge counts; typed decoding
 -- and its drift errors; a hostile caller's search_path; the purge procedure
 -- under CALL.
+\set namespaces '{m,h,t,proc}'
+\ir store.psql
 BEGIN;
 SET search_path = idempotency, public;
 SELECT plan(46);
@@ -21,21 +23,21 @@ END;
 $$;
 -- A snapshot of one key's row (NULL when there is none), to compare before and after.
 CREATE FUNCTION pg_temp.row_of(k text) RETURNS text LANGUAGE sql AS $$
-    SELECT r::text FROM idempotency.idempotency_record r WHERE namespace = 'm' AND key_value = k
+    SELECT r::text FROM pg_temp.records r WHERE namespace = 'm' AND key_value = k
 $$;
 
 SELECT pg_temp.make(s || '-' || a, s)
 FROM unnest(ARRAY['absent', 'in_progress', 'committed', 'failed']) s,
      unnest(ARRAY['commit', 'fail_permanent', 'fail_transient']) a;
-CREATE TEMP TABLE before AS SELECT key_value, pg_temp.row_of(key_value) AS row FROM idempotency_record WHERE namespace = 'm';
+CREATE TEMP TABLE before AS SELECT key_value, pg_temp.row_of(key_value) AS row FROM pg_temp.records WHERE namespace = 'm';
 
 -- From in_progress every transition succeeds and lands where it should.
 SELECT lives_ok($$SELECT idem_commit('m', 'in_progress-commit', '{"res": 2}')$$, 'in_progress -> commit');
-SELECT is((SELECT status || ' ' || result_payload::text FROM idempotency_record WHERE key_value = 'in_progress-commit'),
+SELECT is((SELECT status || ' ' || result_payload::text FROM pg_temp.records WHERE key_value = 'in_progress-commit'),
           'committed {"res": 2}', '  the row is committed with the result');
 SELECT lives_ok($$SELECT idem_fail_permanent('m', 'in_progress-fail_permanent', '{"class_tag": "E", "message": "x"}')$$,
                 'in_progress -> fail_permanent');
-SELECT is((SELECT status || ' ' || error_payload::text FROM idempotency_record WHERE key_value = 'in_progress-fail_permanent'),
+SELECT is((SELECT status || ' ' || error_payload::text FROM pg_temp.records WHERE key_value = 'in_progress-fail_permanent'),
           'failed {"message": "x", "class_tag": "E"}', '  the row is failed with the error');
 SELECT lives_ok($$SELECT idem_fail_transient('m', 'in_progress-fail_transient')$$, 'in_progress -> fail_transient');
 SELECT is(pg_temp.row_of('in_progress-fail_transient'), NULL, '  the row is gone');
@@ -54,7 +56,7 @@ FROM unnest(ARRAY['absent', 'committed', 'failed']) s,
 SELECT is(pg_temp.row_of(b.key_value), b.row, format('  %s is unchanged', b.key_value))
 FROM before b WHERE b.key_value !~ '^in_progress' ORDER BY b.key_value;
 SELECT is(count(*), 0::bigint, '  and no refused transition created a row')
-FROM idempotency_record WHERE namespace = 'm' AND key_value ~ '^absent';
+FROM pg_temp.records WHERE namespace = 'm' AND key_value ~ '^absent';
 
 -- idem_begin in each state, with the same and with another request.
 SELECT pg_temp.make('b-' || s, s) FROM unnest(ARRAY['in_progress', 'committed', 'failed']) s;
@@ -72,14 +74,14 @@ SELECT is(ARRAY(SELECT pg_temp.row_of(k) FROM unnest(ARRAY['b-in_progress', 'b-c
 
 -- Expired records still replay until purged; purge counts what it deletes
 -- and deletes nothing else.
-UPDATE idempotency_record SET expires_at = now() - interval '1 hour' WHERE namespace = 'm' AND key_value IN ('b-committed', 'b-failed');
+UPDATE pg_temp.records SET expires_at = now() - interval '1 hour' WHERE namespace = 'm' AND key_value IN ('b-committed', 'b-failed');
 SELECT is((SELECT kind::text FROM idem_begin('m', 'b-committed', '{"req": 1}')), 'prior_result', 'an expired committed record replays until purged');
-SELECT is((SELECT count(*) FROM idempotency_record WHERE expires_at < now()), 2::bigint, 'two expired records');
+SELECT is((SELECT count(*) FROM pg_temp.records WHERE expires_at < now()), 2::bigint, 'two expired records');
 SELECT is(idem_purge(1, 1), 1::bigint, 'purge with one chunk of one deletes one');
 SELECT is(idem_purge(), 1::bigint, 'purge deletes the other');
 SELECT is(idem_purge(), 0::bigint, 'and then nothing');
 SELECT is((SELECT kind::text FROM idem_begin('m', 'b-committed', '{"req": 2}')), 'fresh', 'a purged key is fresh again, with any request');
-SELECT ok((SELECT count(*) FROM idempotency_record WHERE namespace = 'm') > 0, 'unexpired records stay');
+SELECT ok((SELECT count(*) FROM pg_temp.records WHERE namespace = 'm') > 0, 'unexpired records stay');
 
 -- Typed decoding.
 CREATE TYPE pg_temp.pay AS (id integer, amount numeric);
@@ -123,11 +125,11 @@ SELECT is(pg_temp.hostile($$SELECT idem_begin_typed('h', 'typed', 5)$$), 'ok', '
 SELECT is(pg_temp.hostile($$SELECT idem_result(o, NULL::jsonb) FROM idem_begin('h', 'one', '{}') o$$), 'ok',
           'idem_result under a hostile search_path');
 SELECT is(pg_temp.hostile($$SELECT idem_purge()$$), 'ok', 'purge under a hostile search_path');
-SELECT is((SELECT status FROM idempotency_record WHERE namespace = 'h' AND key_value = 'two'), 'in_progress',
+SELECT is((SELECT status FROM pg_temp.records WHERE namespace = 'h' AND key_value = 'two'), 'in_progress',
           'the hostile "=" did not commit the other key');
-SELECT is((SELECT request_payload FROM idempotency_record WHERE namespace = 'h' AND key_value = 'typed'), '5'::jsonb,
+SELECT is((SELECT request_payload FROM pg_temp.records WHERE namespace = 'h' AND key_value = 'typed'), '5'::jsonb,
           'the hostile to_jsonb was not used');
-SELECT ok((SELECT bool_and(updated_at > '2020-01-01') FROM idempotency_record WHERE namespace = 'h'),
+SELECT ok((SELECT bool_and(updated_at > '2020-01-01') FROM pg_temp.records WHERE namespace = 'h'),
           'the hostile now() was not used');
 
 -- CALL idem_purge_batches commits between chunks, so it runs in its own
@@ -135,14 +137,16 @@ SELECT ok((SELECT bool_and(updated_at > '2020-01-01') FROM idempotency_record WH
 SELECT dblink_connect('proc', format('host=%s port=%s dbname=%s user=%s',
          split_part(current_setting('unix_socket_directories'), ',', 1),
          current_setting('port'), current_database(), current_user));
-SELECT dblink_exec('proc', $$INSERT INTO idempotency.idempotency_record
+SELECT dblink_exec('proc', format($$INSERT INTO %s
     SELECT 'proc', 'k' || i, 'committed', sha256(''), '{}', '{}', NULL, now(), now(), now() - interval '1 day'
-    FROM generate_series(1, 25) i$$);
+    FROM generate_series(1, 25) i$$, current_setting('idem_test.store')));
 SELECT dblink_exec('proc', 'CALL idempotency.idem_purge_batches(10)');
 CREATE TEMP TABLE called AS
-SELECT * FROM dblink('proc', $$SELECT count(*) FROM idempotency.idempotency_record WHERE namespace = 'proc'$$) AS t(left_over bigint);
+SELECT * FROM dblink('proc', format($$SELECT count(*) FROM %s WHERE namespace = 'proc'$$, current_setting('idem_test.store')))
+    AS t(left_over bigint);
 SELECT dblink_disconnect('proc');
 SELECT is((SELECT left_over FROM called), 0::bigint, 'CALL idem_purge_batches(10) purged 25 expired rows in 3 chunks');
 SELECT throws_ok('CALL idem_purge_batches()', '2D000', NULL, 'inside a transaction block it is refused');
 SELECT * FROM finish();
 ROLLBACK;
+\ir unbind.psql
