@@ -1097,9 +1097,10 @@ $$;
 COMMENT ON FUNCTION idem_create_store(text) IS
 'Creates a table, owned by the caller, that a namespace can be bound to as its store';
 
--- Internal: what is wrong with a table as a store (NULL: nothing).
-CREATE FUNCTION idem_store_problem(store regclass)
-RETURNS text
+-- Internal: what is wrong with a table as a store (NULL: nothing), and for
+-- a table of an older store's shape, the ALTER TABLE that adds what it lacks.
+CREATE FUNCTION idem_store_problem(store regclass, OUT problem text, OUT fix text)
+RETURNS record
 AS 'MODULE_PATHNAME', 'idem_store_problem'
 LANGUAGE C STABLE PARALLEL SAFE;
 
@@ -1161,6 +1162,7 @@ DECLARE
     owner_role regrole;
     current_store regclass;
     problem text;
+    fix text;
     records bigint;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');
@@ -1177,11 +1179,11 @@ BEGIN
             RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
                 USING ERRCODE = 'invalid_parameter_value', DETAIL = 'It is one of the extension''s own tables.';
         END IF;
-        problem := @extschema@.idem_store_problem(target);
+        SELECT p.problem, p.fix INTO problem, fix FROM @extschema@.idem_store_problem(target) p;
         IF problem IS NOT NULL THEN
             RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
                 USING ERRCODE = 'invalid_table_definition', DETAIL = problem,
-                      HINT = 'idem_create_store makes a table of a store''s shape; docs/api.md gives its definition.';
+                      HINT = coalesce(fix, 'idem_create_store makes a table of a store''s shape; docs/api.md gives its definition.');
         END IF;
     END IF;
     INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;

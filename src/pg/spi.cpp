@@ -53,9 +53,17 @@ HTAB* prepared_plans() {
   return prepared;
 }
 
-// A kept plan of sql; call inside an SPI connection.
-SPIPlanPtr keep(const char* sql, int nargs, const Oid* types) {
+// A kept plan of sql, parsed as role owner (whose privileges the statement
+// runs with: the caller may not even see the table's schema); call inside
+// an SPI connection. An error raised while switched aborts the
+// (sub)transaction, which restores the user as it was.
+SPIPlanPtr keep(const char* sql, int nargs, const Oid* types, Oid owner) {
+  Oid user;
+  int security;
+  GetUserIdAndSecContext(&user, &security);
+  if (OidIsValid(owner)) SetUserIdAndSecContext(owner, security | SECURITY_LOCAL_USERID_CHANGE);
   SPIPlanPtr plan = SPI_prepare(sql, nargs, const_cast<Oid*>(types));
+  SetUserIdAndSecContext(user, security);
   if (plan == nullptr)
     throw core::Error(core::sqlstate::internal_error, "could not prepare an idempotency statement",
                       SPI_result_code_string(SPI_result));
@@ -122,9 +130,9 @@ uint64 execute(Statement& st, const Datum* values, const char* nulls, Datum* row
   MemoryContext caller = CurrentMemoryContext;
   const Registry r = registry();
   if (SPI_connect() != SPI_OK_CONNECT) throw core::Error(core::sqlstate::internal_error, "SPI_connect failed");
-  if (st.plan == nullptr) st.plan = keep(st.sql, st.nargs, st.types);
-  const uint64 processed =
-      run(st.plan, st.latest_snapshot, r.installed ? r.owner : InvalidOid, values, nulls, row, row_nulls, caller);
+  const Oid owner = r.installed ? r.owner : InvalidOid;
+  if (st.plan == nullptr) st.plan = keep(st.sql, st.nargs, st.types, owner);
+  const uint64 processed = run(st.plan, st.latest_snapshot, owner, values, nulls, row, row_nulls, caller);
   SPI_finish();
   return processed;
 }
@@ -144,7 +152,7 @@ uint64 execute(const StoreStatement& st, const Store& store, const Datum* values
     SPI_freeplan(old);
   }
   if (p == nullptr) {
-    SPIPlanPtr plan = keep(for_table(st, store.table), st.nargs, st.types);
+    SPIPlanPtr plan = keep(for_table(st, store.table), st.nargs, st.types, owner);
     p = static_cast<Prepared*>(hash_search(prepared_plans(), &key, HASH_ENTER, nullptr));
     p->plan = plan;
     p->stale = false;

@@ -36,19 +36,30 @@ namespace idem::pg {
 
 namespace {
 
-// Each column as the install scripts create it: its name, type and NOT NULL.
+// Each column as the install scripts create it: its name, type and NOT NULL,
+// and its definition for the ALTER TABLE that brings an older store's shape
+// up to date. A store's shape is the prefix of these columns it has: a
+// release that needs more refuses a store that lacks them, and says how to
+// add them.
 struct Expected {
   const char* name;
   Oid type;
   bool not_null;
+  const char* definition;
 };
 constexpr Expected expected_columns[col_fence] = {
-    {"namespace", TEXTOID, true},          {"key_value", TEXTOID, true},
-    {"status", TEXTOID, true},             {"request_hash", BYTEAOID, true},
-    {"request_payload", JSONBOID, false},  {"result_payload", JSONBOID, false},
-    {"error_payload", JSONBOID, false},    {"created_at", TIMESTAMPTZOID, true},
-    {"updated_at", TIMESTAMPTZOID, true},  {"expires_at", TIMESTAMPTZOID, true},
-    {"attempt", INT4OID, true},            {"fence", INT8OID, false},
+    {"namespace", TEXTOID, true, "text COLLATE \"C\" NOT NULL"},
+    {"key_value", TEXTOID, true, "text COLLATE \"C\" NOT NULL"},
+    {"status", TEXTOID, true, "text NOT NULL"},
+    {"request_hash", BYTEAOID, true, "bytea NOT NULL"},
+    {"request_payload", JSONBOID, false, "jsonb"},
+    {"result_payload", JSONBOID, false, "jsonb"},
+    {"error_payload", JSONBOID, false, "jsonb"},
+    {"created_at", TIMESTAMPTZOID, true, "timestamptz NOT NULL"},
+    {"updated_at", TIMESTAMPTZOID, true, "timestamptz NOT NULL"},
+    {"expires_at", TIMESTAMPTZOID, true, "timestamptz NOT NULL"},
+    {"attempt", INT4OID, true, "integer NOT NULL DEFAULT 1"},
+    {"fence", INT8OID, false, "bigint"},
 };
 
 // What is known of one table, keyed by its OID.
@@ -148,46 +159,69 @@ Oid direct_index(Relation rel, Oid pkey) {
   return plain ? expires : InvalidOid;
 }
 
-// NULL when rel has a bound store's shape, else what is wrong (palloc'd).
-const char* shape_problem(Relation rel) {
+// Nothing when rel has a bound store's shape, else what is wrong (palloc'd).
+ShapeProblem shape_problem(Relation rel) {
   StringInfoData why;
   initStringInfo(&why);
   const char* name = RelationGetRelationName(rel);
   if (rel->rd_rel->relkind != RELKIND_RELATION) {
     appendStringInfo(&why, "%s is not a plain table.", name);
-    return why.data;
+    return {why.data, nullptr};
   }
   const TupleDesc desc = RelationGetDescr(rel);
   for (int i = 0; i < col_fence; ++i) {
     const Expected& e = expected_columns[i];
-    const Form_pg_attribute att = i < desc->natts ? TupleDescAttr(desc, i) : nullptr;
-    if (att == nullptr || att->attisdropped || std::strcmp(NameStr(att->attname), e.name) != 0) {
+    if (i >= desc->natts) {  // an older shape: every column so far is right
+      StringInfoData fix;
+      initStringInfo(&fix);
+      appendStringInfo(&why, "%s has the columns of an older store's shape, up to %s; this release needs",
+                       name, expected_columns[i - 1].name);
+      appendStringInfo(&fix, "Add them: ALTER TABLE %s",
+                       quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), name));
+      for (int j = i; j < col_fence; ++j) {
+        appendStringInfo(&why, "%s %s", j == i ? "" : ",", expected_columns[j].name);
+        appendStringInfo(&fix, "%s ADD COLUMN %s %s", j == i ? "" : ",", expected_columns[j].name,
+                         expected_columns[j].definition);
+      }
+      appendStringInfoString(&why, " too.");
+      appendStringInfoChar(&fix, ';');
+      return {why.data, fix.data};
+    }
+    const Form_pg_attribute att = TupleDescAttr(desc, i);
+    if (att->attisdropped) {  // its place stays taken: adding it again puts it last
+      appendStringInfo(&why,
+                       "Column %d of %s must be %s, and was dropped: a store's columns are at fixed places, so "
+                       "one dropped cannot be added again. Copy the rows into a table idem_create_store makes.",
+                       i + 1, name, e.name);
+      return {why.data, nullptr};
+    }
+    if (std::strcmp(NameStr(att->attname), e.name) != 0) {
       appendStringInfo(&why, "Column %d of %s must be %s.", i + 1, name, e.name);
-      return why.data;
+      return {why.data, nullptr};
     }
     if (att->atttypid != e.type) {
       appendStringInfo(&why, "Column %s of %s must be of type %s, not %s.", e.name, name, format_type_be(e.type),
                        format_type_be(att->atttypid));
-      return why.data;
+      return {why.data, nullptr};
     }
     if (att->attnotnull != e.not_null) {
       appendStringInfo(&why, "Column %s of %s must %sbe NOT NULL.", e.name, name, e.not_null ? "" : "not ");
-      return why.data;
+      return {why.data, nullptr};
     }
     if ((i == col_namespace - 1 || i == col_key_value - 1) && OidIsValid(att->attcollation) &&
         !get_collation_isdeterministic(att->attcollation)) {
       appendStringInfo(&why, "Column %s of %s has a nondeterministic collation: keys must compare by their bytes.",
                        e.name, name);
-      return why.data;
+      return {why.data, nullptr};
     }
   }
   if (!OidIsValid(key_index(rel))) {
     appendStringInfo(&why, "%s has no valid unique index on (namespace, key_value), such as its primary key.",
                      name);
-    return why.data;
+    return {why.data, nullptr};
   }
   pfree(why.data);
-  return nullptr;
+  return {nullptr, nullptr};
 }
 
 // What is known of table relid, which is locked: read from the catalogs
@@ -200,18 +234,20 @@ Known know(Oid relid, bool own, Oid own_pkey, const text* ns) {
     const uint64 read_at = generation;
     Relation rel = table_open(relid, NoLock);
     Known k{relid, InvalidOid, InvalidOid, rel->rd_rel->relowner, false};
-    const char* problem = own ? nullptr : shape_problem(rel);
-    if (problem == nullptr) {
+    const ShapeProblem problem = own ? ShapeProblem{nullptr, nullptr} : shape_problem(rel);
+    if (problem.problem == nullptr) {
       k.pkey = own ? own_pkey : key_index(rel);
       k.expires_index = !own || fenced_schema() ? direct_index(rel, k.pkey) : InvalidOid;
       k.direct = OidIsValid(k.expires_index);
     }
     table_close(rel, NoLock);
-    if (problem != nullptr)
+    if (problem.problem != nullptr)
       throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                         "the store of idempotency namespace \"" + string_of(ns) + "\" cannot be used",
-                        problem, "docs/api.md gives the table a store needs; fix it, or bind the namespace to "
-                                 "another store with idem_bind_store.");
+                        problem.problem,
+                        problem.fix != nullptr ? problem.fix
+                                               : "docs/api.md gives the table a store needs; fix it, or bind the "
+                                                 "namespace to another store with idem_bind_store.");
     if (generation != read_at) continue;
     *static_cast<Known*>(hash_search(known_tables(), &relid, HASH_ENTER, nullptr)) = k;
     return k;
@@ -233,7 +269,7 @@ Store open_store(const text* ns, Oid bound, LOCKMODE mode) {
     if (!own && !exists(table))
       throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                         "the store of idempotency namespace \"" + string_of(ns) + "\" no longer exists",
-                        "The table the namespace is bound to (OID " + std::to_string(table) + ") was dropped.",
+                        "The table the namespace is bound to was dropped, and its records with it.",
                         "Bind the namespace to another store with idem_bind_store, or to the extension's table "
                         "with idem_bind_store(namespace, NULL).");
     // The lock accepted any invalidation that came meanwhile: the caches now
@@ -258,9 +294,9 @@ Store open_store(const text* ns, Oid bound, LOCKMODE mode) {
   }
 }
 
-const char* store_shape_problem(Oid relid) {
+ShapeProblem store_shape_problem(Oid relid) {
   Relation rel = table_open(relid, AccessShareLock);
-  const char* problem = shape_problem(rel);
+  const ShapeProblem problem = shape_problem(rel);
   table_close(rel, AccessShareLock);
   return problem;
 }

@@ -56,9 +56,14 @@ struct Store {
 // Raises 55000 when a bound table is gone or no longer has a store's shape.
 Store open_store(const text* ns, Oid bound, LOCKMODE mode);
 
-// NULL when table relid has the shape a bound store needs; otherwise what is
-// wrong, palloc'd (for idem_bind_store's error and open_store's).
-const char* store_shape_problem(Oid relid);
+// What is wrong with table relid as a bound store (problem NULL: nothing),
+// palloc'd, for idem_bind_store's error and open_store's; fix: for a table
+// of an older store's shape, the ALTER TABLE that adds what it lacks.
+struct ShapeProblem {
+  const char* problem;
+  const char* fix;
+};
+ShapeProblem store_shape_problem(Oid relid);
 
 // Scan keys for (ns, key) on the primary key index, in the index's own
 // collations (ScanKeyInit's default, C, would miss rows of an index built

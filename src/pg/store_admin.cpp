@@ -7,6 +7,8 @@
 #include "postgres.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
+#include "funcapi.h"
 #include "utils/timestamp.h"
 }
 
@@ -122,11 +124,19 @@ IDEM_FUNCTION(idem_trusted_settings) {
   PG_RETURN_VOID();
 }
 
-// idem_store_problem(store regclass): NULL when the table has the shape a
-// store needs, else what is wrong with it (idem_bind_store's detail).
+// idem_store_problem(store regclass, OUT problem text, OUT fix text): what
+// is wrong with the table as a store (NULLs: nothing), and for an older
+// shape the ALTER TABLE that fixes it (idem_bind_store's detail and hint).
 IDEM_FUNCTION(idem_store_problem) {
-  if (PG_ARGISNULL(0)) PG_RETURN_NULL();
-  const char* problem = pg::store_shape_problem(PG_GETARG_OID(0));
-  if (problem == nullptr) PG_RETURN_NULL();
-  PG_RETURN_TEXT_P(cstring_to_text(problem));
+  TupleDesc desc;
+  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+    throw core::Error(core::sqlstate::internal_error, "idem_store_problem must return a record");
+  Datum values[2] = {0, 0};
+  bool nulls[2] = {true, true};
+  if (!PG_ARGISNULL(0)) {
+    const pg::ShapeProblem p = pg::store_shape_problem(PG_GETARG_OID(0));
+    if (p.problem != nullptr) values[0] = PointerGetDatum(cstring_to_text(p.problem)), nulls[0] = false;
+    if (p.fix != nullptr) values[1] = PointerGetDatum(cstring_to_text(p.fix)), nulls[1] = false;
+  }
+  PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
