@@ -789,7 +789,11 @@ CREATE TABLE idem_namespace_grant (
 );
 
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.idem_namespace_config', '');
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.idem_namespace_grant', '');
+-- A grant to a role that was dropped names an OID no role has: a dump
+-- leaves it out, so that a restore never hands it to whichever role has
+-- that OID there.
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idem_namespace_grant',
+    'WHERE EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) grantee)');
 REVOKE ALL ON idem_namespace_config, idem_namespace_grant FROM PUBLIC;
 
 -- Every backend caches what it read from the two tables; any change to them,
@@ -1215,6 +1219,40 @@ COMMENT ON FUNCTION idem_bind_store(text, regclass) IS
 'Keeps a namespace''s records in a table the service owns (NULL: the extension''s table)';
 
 REVOKE ALL ON FUNCTION idem_bind_store(text, regclass) FROM PUBLIC;
+
+-- A table a namespace is bound to cannot be dropped (DROP TABLE, DROP
+-- SCHEMA ... CASCADE, DROP OWNED): the namespace's records would go with it
+-- and its retries begin again, and the registry would keep an OID that a
+-- later table, or a restored dump, could give another table. Bind the
+-- namespace elsewhere first. (The store calls still refuse a store that is
+-- gone, for a drop made with event triggers off.)
+CREATE FUNCTION idem_refuse_dropping_a_store()
+RETURNS event_trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    bound record;
+BEGIN
+    SELECT c.namespace, d.object_identity INTO bound
+    FROM pg_event_trigger_dropped_objects() d
+    JOIN @extschema@.idem_namespace_config c ON c.store::oid OPERATOR(pg_catalog.=) d.objid
+    WHERE d.classid OPERATOR(pg_catalog.=) 'pg_class'::regclass AND d.objsubid OPERATOR(pg_catalog.=) 0
+    ORDER BY c.namespace LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot drop table %: idempotency namespace "%" is bound to it', bound.object_identity, bound.namespace
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = 'The namespace''s records are kept there; dropped, its retries would begin again.',
+                  HINT = 'Bind the namespace to another store with idem_bind_store, or drop the namespace with idem_namespace_drop once its records are gone.';
+    END IF;
+END;
+$$;
+
+REVOKE ALL ON FUNCTION idem_refuse_dropping_a_store() FROM PUBLIC;
+
+CREATE EVENT TRIGGER idem_refuse_dropping_a_store ON sql_drop
+    EXECUTE FUNCTION @extschema@.idem_refuse_dropping_a_store();
 
 -- The registry with its grants, one row per registered namespace.
 CREATE VIEW idem_namespaces AS

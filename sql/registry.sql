@@ -125,6 +125,29 @@ SELECT idem_revoke('orders', NULL);
 SELECT namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes, grantees
 FROM idem_namespaces ORDER BY namespace;
 
+-- A grant to a role that is dropped never passes to a new role of the same
+-- name (the registry keeps the role's OID), and pg_dump leaves it out, so
+-- that a restore cannot hand it to whichever role has that OID there.
+CREATE ROLE regress_idem_gone;
+GRANT USAGE ON SCHEMA idempotency TO regress_idem_gone;
+SELECT idem_grant('orders', 'regress_idem_gone');
+REVOKE USAGE ON SCHEMA idempotency FROM regress_idem_gone;
+DROP ROLE regress_idem_gone;
+CREATE ROLE regress_idem_gone;
+GRANT USAGE ON SCHEMA idempotency TO regress_idem_gone;
+SET ROLE regress_idem_gone;
+SELECT kind FROM idem_begin('orders', 'k', '{}');
+RESET ROLE;
+SELECT count(*) AS grants_to_a_dropped_role FROM idem_namespace_grant
+WHERE namespace = 'orders' AND grantee::text ~ '^[0-9]+$';
+SELECT c.condition AS grant_dump_filter
+FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS c(config, condition)
+WHERE e.extname = 'idempotency' AND c.config = 'idem_namespace_grant'::regclass \gset
+SELECT grantee AS dumped_grantee FROM idem_namespace_grant :grant_dump_filter AND namespace = 'orders';
+REVOKE USAGE ON SCHEMA idempotency FROM regress_idem_gone;
+DROP ROLE regress_idem_gone;
+DELETE FROM idem_namespace_grant WHERE grantee::text ~ '^[0-9]+$';
+
 -- Changing hash_keys or store_request, or dropping, must see every record:
 -- READ COMMITTED only.
 BEGIN ISOLATION LEVEL REPEATABLE READ;

@@ -353,14 +353,41 @@ $node->safe_psql('src', q{
 	END
 	$$;});
 
-# What must survive: every column of the three tables pg_dump is told to
-# keep, each grantee also as its OID (the same role in the same cluster).
+# A namespace bound to a table the service owns (0.6.0), with a record;
+# and a grant to a role that was dropped since, which names an OID no role
+# has: a dump must leave it out, so that a restore cannot give it to
+# whichever role takes that OID.
+$node->safe_psql('src', q{
+	SET search_path = idempotency, public;
+	CREATE SCHEMA app AUTHORIZATION svc_orders;
+	SELECT idem_create_store('app.order_store');
+	ALTER TABLE app.order_store OWNER TO svc_orders;
+	SELECT idem_bind_store('bound', 'app.order_store');
+	SELECT idem_grant('bound', 'svc_orders');
+	CREATE ROLE gone;
+	SELECT idem_grant('orders', 'gone');
+	REVOKE USAGE ON SCHEMA idempotency FROM gone;
+	DROP ROLE gone;});
+$node->safe_psql('src', q{
+	BEGIN;
+	SELECT idempotency.idem_begin('bound', 'b-1', '{"sku": "D"}');
+	SELECT idempotency.idem_commit('bound', 'b-1', '{"order_id": 4}');
+	COMMIT;}, extra_params => ['-U', 'svc_orders']);
+is($node->safe_psql('src', q{SELECT count(*) FROM idempotency.idem_namespace_grant WHERE grantee::text ~ '^[0-9]+$'}),
+	'1', 'the source has a grant to a dropped role');
+
+# What must survive: every column of the tables pg_dump is told to keep
+# (and of the bound store), each grantee also as its OID (the same role in
+# the same cluster), but the grant to the dropped role.
 my %tables = (
 	idempotency_record    => 'SELECT * FROM idempotency.idempotency_record ORDER BY namespace, key_value',
 	idem_namespace_config => 'SELECT * FROM idempotency.idem_namespace_config ORDER BY namespace',
-	idem_namespace_grant  => 'SELECT g.*, g.grantee::oid FROM idempotency.idem_namespace_grant g ORDER BY namespace, grantee::text',
+	idem_namespace_grant  => q{SELECT g.*, g.grantee::oid FROM idempotency.idem_namespace_grant g
+	                           WHERE g.grantee::text !~ '^[0-9]+$' ORDER BY namespace, grantee::text},
 );
 my %original = map { $_ => rows('src', $tables{$_}) } keys %tables;
+my $bound_store = 'SELECT * FROM app.order_store ORDER BY namespace, key_value';
+my $bound_rows = rows('src', $bound_store);
 
 # Every privilege on the extension's schema, tables, views, functions and
 # procedures, one entry per object, its ACL items sorted ("default" when it
@@ -399,10 +426,11 @@ is($node->safe_psql('src', q{
 	SELECT string_agg(namespace || ' ' || coalesce(replay_window::text, '-') || ' ' || coalesce(in_progress_lease::text, '-')
 	                  || ' ' || coalesce(store_request::text, '-') || ' ' || hash_keys || ' '
 	                  || coalesce(max_payload_bytes::text, '-') || ' ' || grantees::text, '; ' ORDER BY namespace)
-	FROM idempotency.idem_namespaces}),
-	'bulk - 1 day - false - {}; jobs - 00:00:00.001 - false - {}; orders 7 days 00:05:00 true false 65536 {svc_orders}; '
+	FROM idempotency.idem_namespaces}) =~ s/\{([0-9]+),/{NNN,/r,
+	'bound - - - false - {svc_orders}; bulk - 1 day - false - {}; jobs - 00:00:00.001 - false - {}; '
+	  . 'orders 7 days 00:05:00 true false 65536 {NNN,svc_orders}; '
 	  . 'refunds - - - false - {"\"Svc Refunds\""}; secrets 2 days 03:00:00 - false true 4096 {svc_orders}',
-	'the source registry has four namespaces with their settings and grants');
+	'the source registry has five namespaces with their settings and grants (one to a dropped role)');
 
 # What psql prints for sql run as role in db: its output, then any error
 # with its SQLSTATE. Never dies, so a refused call is reported as what the
@@ -473,6 +501,14 @@ sub check_restored
 	like(as_role($db, 'svc_orders', q{SELECT kind FROM idempotency.idem_begin('refunds', 'r-1', '{"refund": 1}')}),
 		qr/^psql:\S+ ERROR:  42501: permission denied for idempotency namespace "refunds"/,
 		"$how: a granted role is refused another role's namespace");
+	is($node->safe_psql($db, q{SELECT count(*) FROM idempotency.idem_namespace_grant WHERE grantee::text ~ '^[0-9]+$'}),
+		'0', "$how: the grant to the dropped role is not restored");
+	is(rows($db, $bound_store), $bound_rows, "$how: every row of the bound store is restored byte for byte");
+	is($node->safe_psql($db, q{SELECT store FROM idempotency.idem_namespaces WHERE namespace = 'bound'}),
+		'app.order_store', "$how: the namespace is bound to the restored store, by name");
+	is(as_role($db, 'svc_orders', q{
+		SELECT o.kind || ' ' || o.result FROM idempotency.idem_begin('bound', 'b-1', '{"sku": "D"}') o}),
+		'prior_result {"order_id": 4}', "$how: and replays from it");
 	return;
 }
 
