@@ -894,6 +894,12 @@ BEGIN
     END IF;
     -- The row lock orders concurrent configures of one namespace.
     SELECT * INTO old FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
+    IF hash_keys AND @extschema@.idem_store_distribution(old.store) = 'key_value' THEN
+        RAISE EXCEPTION 'idempotency namespace "%" cannot hash its keys in a store distributed by key', ns
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('Its store, %s, is distributed by key_value: a hashed key would be kept in the shard of its hash, not in the shard the key routes the call to.', old.store),
+                  HINT = 'Distribute the store by namespace, or use another namespace for hashed keys.';
+    END IF;
     IF coalesce(old.hash_keys, false) <> hash_keys OR NOT keeps_requests
        OR (coalesce(old.in_progress_lease, default_lease) > interval '0'
            AND coalesce(in_progress_lease, default_lease) = interval '0') THEN
@@ -976,6 +982,8 @@ BEGIN
                   DETAIL = format('The namespace has %s record%s.', records, CASE WHEN records = 1 THEN '' ELSE 's' END),
                   HINT = 'Wait until they have expired and been purged.';
     END IF;
+    -- (Explicitly: the registry as Citus reference tables has no foreign key.)
+    DELETE FROM @extschema@.idem_namespace_grant g WHERE g.namespace = ns;
     DELETE FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns;
     RETURN true;
 END;
@@ -1167,6 +1175,7 @@ DECLARE
     current_store regclass;
     problem text;
     fix text;
+    routing text;
     records bigint;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');
@@ -1188,6 +1197,25 @@ BEGIN
             RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
                 USING ERRCODE = 'invalid_table_definition', DETAIL = problem,
                       HINT = coalesce(fix, 'idem_create_store makes a table of a store''s shape; docs/api.md gives its definition.');
+        END IF;
+        routing := @extschema@.idem_store_distribution(target);
+        IF routing = 'other' THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Citus keeps it as a reference, local, single-shard, range or append table, or distributes it by another column than key_value or namespace.',
+                      HINT = 'Distribute it with create_distributed_table(table, ''key_value'') or (table, ''namespace'') (docs/scale-out.md).';
+        END IF;
+        IF routing IS NOT NULL AND @extschema@.idem_store_distribution('@extschema@.idem_namespace_config') IS NULL THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = 'The store is distributed by Citus, and its calls run on the nodes of its shards, which read the registry too: it is on the coordinator only.',
+                      HINT = 'Run SELECT idempotency.idem_distribute_registry() on the coordinator first.';
+        END IF;
+        IF routing = 'key_value' AND (SELECT c.hash_keys FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns) THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'The namespace hashes its keys, and the store is distributed by key_value: a hashed key would be kept in the shard of its hash, not in the shard the key routes the call to.',
+                      HINT = 'Distribute the store by namespace, or bind a namespace without hash_keys.';
         END IF;
     END IF;
     INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;
@@ -1235,6 +1263,9 @@ AS $$
 DECLARE
     bound record;
 BEGIN
+    IF to_regclass('@extschema@.idem_namespace_config') IS NULL THEN
+        RETURN;   -- the registry itself is being replaced (a Citus conversion)
+    END IF;
     SELECT c.namespace, d.object_identity INTO bound
     FROM pg_event_trigger_dropped_objects() d
     JOIN @extschema@.idem_namespace_config c ON c.store::oid OPERATOR(pg_catalog.=) d.objid
@@ -1253,6 +1284,137 @@ REVOKE ALL ON FUNCTION idem_refuse_dropping_a_store() FROM PUBLIC;
 
 CREATE EVENT TRIGGER idem_refuse_dropping_a_store ON sql_drop
     EXECUTE FUNCTION @extschema@.idem_refuse_dropping_a_store();
+
+-- Citus ------------------------------------------------------------------------
+
+-- Internal: how Citus distributes a table: NULL (it does not), 'key_value'
+-- or 'namespace' (hash-distributed by that column), 'other'.
+CREATE FUNCTION idem_store_distribution(store regclass)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idem_store_distribution'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+REVOKE ALL ON FUNCTION idem_store_distribution(regclass) FROM PUBLIC;
+
+-- Makes the registry (idem_namespace_config, idem_namespace_grant) Citus
+-- reference tables, so that every node reads the same bindings, settings
+-- and grants, and every change reaches every node in its transaction; run
+-- again, it writes every row again. Rows are written one by one with their
+-- roles and tables by name: Citus copies a table's existing rows, and the
+-- rows it places on a node added later, by OID, and OIDs differ between
+-- nodes. Run it on the coordinator, once Citus has its workers, and again
+-- after adding a node.
+CREATE FUNCTION idem_distribute_registry()
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    configs @extschema@.idem_namespace_config[];
+    grants @extschema@.idem_namespace_grant[];
+    c @extschema@.idem_namespace_config;
+    g @extschema@.idem_namespace_grant;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
+        RAISE EXCEPTION 'Citus is not installed in this database'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'idem_distribute_registry makes the idempotency registry Citus reference tables.';
+    END IF;
+    IF (SELECT l.groupid FROM pg_dist_local_group l) <> 0 THEN
+        RAISE EXCEPTION 'idem_distribute_registry runs on the Citus coordinator'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    configs := ARRAY(SELECT c0 FROM @extschema@.idem_namespace_config c0 ORDER BY c0.namespace);
+    grants := ARRAY(SELECT g0 FROM @extschema@.idem_namespace_grant g0 ORDER BY g0.namespace, g0.grantee::text);
+    DELETE FROM @extschema@.idem_namespace_grant;
+    DELETE FROM @extschema@.idem_namespace_config;
+    IF @extschema@.idem_store_distribution('@extschema@.idem_namespace_config') IS NULL THEN
+        -- A reference table cannot be referenced by a local one while it is
+        -- made: the foreign key goes (idem_namespace_drop deletes the
+        -- grants itself). The registry's triggers then exist on every
+        -- node's placement, where they tell that node's backends.
+        ALTER TABLE @extschema@.idem_namespace_grant DROP CONSTRAINT IF EXISTS idem_namespace_grant_namespace_fkey;
+        PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+        PERFORM create_reference_table('@extschema@.idem_namespace_config');
+        PERFORM create_reference_table('@extschema@.idem_namespace_grant');
+    END IF;
+    FOREACH c IN ARRAY configs LOOP
+        EXECUTE format('INSERT INTO @extschema@.idem_namespace_config (namespace, replay_window, in_progress_lease,'
+                       ' store_request, hash_keys, max_payload_bytes, configured_at, store)'
+                       ' VALUES (%L, %L, %L, %L, %L, %L, %L, %L::pg_catalog.regclass)',
+                       c.namespace, c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys,
+                       c.max_payload_bytes, c.configured_at, c.store::text);
+    END LOOP;
+    FOREACH g IN ARRAY grants LOOP
+        CONTINUE WHEN g.grantee::text ~ '^[0-9]+$';   -- a dropped role's: never handed on
+        EXECUTE format('INSERT INTO @extschema@.idem_namespace_grant (namespace, grantee, granted_at)'
+                       ' VALUES (%L, %L::pg_catalog.regrole, %L)', g.namespace, g.grantee::text, g.granted_at);
+    END LOOP;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_distribute_registry() IS
+'Makes the idempotency registry Citus reference tables (or writes their rows again, by name)';
+
+REVOKE ALL ON FUNCTION idem_distribute_registry() FROM PUBLIC;
+
+-- Creates the functions through which a service calls a store Citus
+-- distributes, in the store's schema and owned by the caller, and
+-- distributes them with the store: Citus runs each call on the node of the
+-- shard that its key (or namespace) routes to, inside a transaction block
+-- too (force_delegation). <table>_begin, <table>_commit,
+-- <table>_fail_permanent and <table>_fail_transient take the arguments of
+-- idem_begin, idem_commit, idem_fail_permanent and idem_fail_transient.
+CREATE FUNCTION idem_create_entry_points(store regclass)
+RETURNS SETOF regprocedure
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    routing text := @extschema@.idem_store_distribution(store);
+    schema_name text;
+    table_name text;
+    f record;
+    made regprocedure;
+BEGIN
+    IF store IS NULL THEN
+        RAISE EXCEPTION 'idempotency store must not be null' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF routing IS NULL OR routing = 'other' THEN
+        RAISE EXCEPTION '% is not a store Citus distributes by key_value or by namespace', store
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Distribute it first: SELECT create_distributed_table(''' || store::text || ''', ''key_value'') (docs/scale-out.md).';
+    END IF;
+    SELECT n.nspname, t.relname INTO schema_name, table_name
+    FROM pg_class t JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.oid = store;
+    FOR f IN
+        SELECT * FROM (VALUES
+            ('begin', 'namespace text, key text, request jsonb, replay_window interval DEFAULT NULL, in_flight_wait interval DEFAULT NULL',
+             'text,text,jsonb,interval,interval', '@extschema@.idem_outcome',
+             'RETURN @extschema@.idem_begin(namespace, key, request, replay_window, in_flight_wait);'),
+            ('commit', 'namespace text, key text, result jsonb, fence bigint DEFAULT NULL',
+             'text,text,jsonb,bigint', 'void', 'PERFORM @extschema@.idem_commit(namespace, key, result, fence);'),
+            ('fail_permanent', 'namespace text, key text, error jsonb, fence bigint DEFAULT NULL',
+             'text,text,jsonb,bigint', 'void', 'PERFORM @extschema@.idem_fail_permanent(namespace, key, error, fence);'),
+            ('fail_transient', 'namespace text, key text, fence bigint DEFAULT NULL',
+             'text,text,bigint', 'void', 'PERFORM @extschema@.idem_fail_transient(namespace, key, fence);'))
+            AS v(operation, arguments, types, returns, body)
+    LOOP
+        EXECUTE format('CREATE FUNCTION %I.%I(%s) RETURNS %s LANGUAGE plpgsql VOLATILE AS %L',
+                       schema_name, table_name || '_' || f.operation, f.arguments, f.returns,
+                       'BEGIN ' || f.body || ' END');
+        made := format('%I.%I(%s)', schema_name, table_name || '_' || f.operation, f.types)::regprocedure;
+        PERFORM create_distributed_function(made,
+                                            CASE routing WHEN 'key_value' THEN 'key' ELSE 'namespace' END,
+                                            colocate_with := store::text, force_delegation := true);
+        RETURN NEXT made;
+    END LOOP;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_create_entry_points(regclass) IS
+'Creates a Citus-distributed store''s functions, delegated to the node of each call''s shard';
+
 
 -- The registry with its grants, one row per registered namespace.
 CREATE VIEW idem_namespaces AS

@@ -34,7 +34,8 @@ SELECT g,
        (idem_http_response(jsonb_populate_record(NULL::idem_outcome, '{"kind": "in_flight"}'), g)).status AS in_flight,
        (idem_stats_counters()).counters_on AS counters,
        idem_stats_count_purged(0) IS NULL AS counted,
-       (idem_store_problem('parallel_inputs'::regclass)).problem IS NOT NULL AS not_a_store
+       (idem_store_problem('parallel_inputs'::regclass)).problem IS NOT NULL AS not_a_store,
+       idem_store_distribution('parallel_inputs'::regclass) IS NULL AS not_distributed
 FROM parallel_inputs ORDER BY g;
 RESET parallel_setup_cost;
 RESET parallel_tuple_cost;

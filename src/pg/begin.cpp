@@ -306,7 +306,6 @@ void wait_for(TransactionId xid, TimestampTz deadline) {
 // number and a new fence). Nothing about the namespace's records is read
 // before the caller is authorized for it.
 Datum begin(FunctionCallInfo fcinfo) {
-  pg::refuse_where_citus_would_split_the_store(fcinfo);
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   Jsonb* request = pg::payload_arg(fcinfo, 2, "request");
@@ -315,7 +314,7 @@ Datum begin(FunctionCallInfo fcinfo) {
   // that namespace's. The policy is then read again under the lock that
   // changing it takes, so no begin can insert a raw key once hash_keys has
   // been switched on.
-  (void)pg::authorize(ns);
+  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(pg::authorize(ns).store));
   pg::lock_namespace(ns, ShareLock);
   const pg::Policy policy = pg::authorize(ns);
   Interval* window = replay_window(fcinfo, 3, policy, ns);
@@ -336,7 +335,8 @@ Datum begin(FunctionCallInfo fcinfo) {
     // may write: taking it only after the probe (a lock upgrade) could
     // deadlock with REINDEX or CREATE INDEX. A read-only transaction (a
     // standby) may take only AccessShareLock, and never writes.
-    const pg::Store store = pg::open_store(ns, policy.store, XactReadOnly ? AccessShareLock : RowExclusiveLock);
+    const pg::Store store = pg::open_store(ns, policy.store, XactReadOnly ? AccessShareLock : RowExclusiveLock,
+                                           pg::Call{key, policy.hash_keys, "begin"});
     const bool fenced = store.fenced;
     pg::Probe p = pg::probe_key(store, ns, key, given_key);
     const TimestampTz now = GetCurrentTimestamp();

@@ -1,5 +1,6 @@
-// citus.cpp: the refusal of store calls that Citus would run against another
-// node's copy of the extension's table (see citus.hpp). What Citus's
+// citus.cpp: what Citus says about this node and its tables, and the
+// refusal of store calls that Citus would run against another node's copy
+// of the extension's table (see citus.hpp). What Citus's
 // catalogs say is cached per backend and forgotten by the relcache
 // invalidations Citus sends when they change.
 #include "citus.hpp"
@@ -19,6 +20,7 @@ extern "C" {
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "lib/stringinfo.h"
+#include "nodes/primnodes.h"
 #include "utils/rel.h"
 }
 
@@ -74,6 +76,14 @@ int32 int4_column(Relation rel, HeapTuple tuple, const char* name, int32 fallbac
   const Datum d = att == InvalidAttrNumber ? 0 : heap_getattr(tuple, att, RelationGetDescr(rel), &null);
   if (is_null != nullptr) *is_null = null;
   return null ? fallback : DatumGetInt32(d);
+}
+
+// The "char" column named name of tuple (of rel), or '\0' when NULL.
+char char_column(Relation rel, HeapTuple tuple, const char* name) {
+  const AttrNumber att = get_attnum(RelationGetRelid(rel), name);
+  bool null = true;
+  const Datum d = att == InvalidAttrNumber ? 0 : heap_getattr(tuple, att, RelationGetDescr(rel), &null);
+  return null ? '\0' : DatumGetChar(d);
 }
 
 // Reads this node's group from pg_dist_local_group (one row).
@@ -153,12 +163,26 @@ const char* function_signature(Oid fn) {
 
 }  // namespace
 
-void refuse_where_citus_would_split_the_store(FunctionCallInfo fcinfo) {
+bool citus_installed() {
   if (citus_loaded == Loaded::unknown)
     citus_loaded = GetConfigOption("citus.version", true, false) != nullptr ? Loaded::yes : Loaded::no;
-  if (citus_loaded == Loaded::no) return;
+  return citus_loaded == Loaded::yes && current_state().installed;
+}
+
+void require_citus_13() {
+  const char* version = GetConfigOption("citus.version", true, false);
+  if (version != nullptr && std::strncmp(version, "13.", 3) == 0) return;
+  throw core::Error(core::sqlstate::feature_not_supported,
+                    "this release of the idempotency extension supports distributed stores on Citus 13",
+                    std::string("This node runs Citus ") + (version != nullptr ? version : "(none)") +
+                        ": the store locks a shard against moves with a lock of Citus's own, whose meaning may "
+                        "change between Citus majors.",
+                    "Run Citus 13, or keep the store on a table Citus does not distribute.");
+}
+
+void refuse_where_citus_would_split_the_store(FunctionCallInfo fcinfo, bool distributed) {
+  if (distributed || !citus_installed()) return;
   const State& s = current_state();
-  if (!s.installed) return;
   const Oid fn = fcinfo->flinfo->fn_oid;
   if (delegated(s, fn)) {
     const char* name = function_signature(fn);  // before any std::string: it may raise
@@ -183,20 +207,38 @@ void refuse_where_citus_would_split_the_store(FunctionCallInfo fcinfo) {
                       "Call the store on the coordinator (docs/scale-out.md).");
 }
 
-bool citus_manages(Oid relid) {
-  if (!OidIsValid(get_extension_oid("citus", true))) return false;
+CitusTable citus_table(Oid relid) {
+  CitusTable t = {'\0', '\0', InvalidAttrNumber};
+  if (!OidIsValid(get_extension_oid("citus", true))) return t;
   const Oid partition = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
   const Oid by_relid = get_relname_relid("pg_dist_partition_logical_relid_index", PG_CATALOG_NAMESPACE);
-  if (!OidIsValid(partition) || !OidIsValid(by_relid)) return false;
+  if (!OidIsValid(partition) || !OidIsValid(by_relid)) return t;
   Relation rel = table_open(partition, AccessShareLock);
   ScanKeyData key;
   ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
   SysScanDesc scan = systable_beginscan(rel, by_relid, true, nullptr, 1, &key);
-  const bool managed = HeapTupleIsValid(systable_getnext(scan));
+  const HeapTuple tuple = systable_getnext(scan);
+  if (HeapTupleIsValid(tuple)) {
+    t.method = char_column(rel, tuple, "partmethod");
+    t.replication = char_column(rel, tuple, "repmodel");
+    // partkey: the distribution column as a node (a Var), NULL for a
+    // reference table.
+    const AttrNumber att = get_attnum(partition, "partkey");
+    bool null = true;
+    const Datum d = att == InvalidAttrNumber ? 0 : heap_getattr(tuple, att, RelationGetDescr(rel), &null);
+    if (!null) {
+      Node* node = static_cast<Node*>(stringToNode(TextDatumGetCString(d)));
+      if (node != nullptr && IsA(node, Var)) t.column = castNode(Var, node)->varattno;
+    }
+  }
   systable_endscan(scan);
   table_close(rel, AccessShareLock);
-  return managed;
+  return t;
 }
+
+bool citus_manages(Oid relid) { return citus_table(relid).method != '\0'; }
+
+bool citus_distributes(Oid relid) { return OidIsValid(relid) && citus_installed() && citus_manages(relid); }
 
 void citus_relation_changed(Oid relid) noexcept { forget_citus(0, relid); }
 

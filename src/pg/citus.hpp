@@ -1,8 +1,9 @@
-// citus.hpp: where Citus would run a store call. The store is the
-// extension's table, and under Citus every node has a copy of it: only the
-// coordinator's is the database's store. A call that Citus runs on a worker
-// (a store function it delegates, or any call on a worker) would answer from
-// that node's own copy, and a key could be begun twice.
+// citus.hpp: what Citus says about this node and its tables. The
+// extension's table has a copy on every node, and only the coordinator's is
+// the database's store: a call that Citus runs on a worker (a store
+// function it delegates, or any call on a worker) would answer from that
+// node's own copy, and a key could be begun twice. A store Citus
+// distributes is another matter: its calls belong where the key's shard is.
 #pragma once
 
 #include "postgres.hpp"
@@ -11,14 +12,40 @@ namespace idem::pg {
 
 // Raises 0A000 when the function called (fcinfo's) is one Citus delegates
 // (create_distributed_function with a distribution argument or a
-// colocation), or when this node is a Citus worker. Costs one pointer test
-// where Citus is not loaded, and a cached answer where it is.
-void refuse_where_citus_would_split_the_store(FunctionCallInfo fcinfo);
+// colocation), or when this node is a Citus worker, unless the namespace's
+// store is a table Citus distributes (distributed: then the call belongs
+// where the key's shard is, shard.hpp). Costs one pointer test where Citus
+// is not loaded, and a cached answer where it is.
+void refuse_where_citus_would_split_the_store(FunctionCallInfo fcinfo, bool distributed);
 
-// Whether Citus keeps relid in its metadata on this node (a distributed,
-// reference or local-metadata table): then it keeps the rows in shard
-// tables, and the relation of that name here is an empty shell.
+// How Citus keeps relid on this node, read from pg_dist_partition: method
+// '\0' when it does not (a plain table), else its partmethod ('h': hash
+// distributed; 'n': a reference table, replication 't', or a local-metadata
+// one) and replication model; for a distributed table the attribute number
+// of its distribution column. Citus keeps such a table's rows in shard
+// tables: the relation of its name is an empty shell.
+struct CitusTable {
+  char method;
+  char replication;
+  AttrNumber column;
+};
+CitusTable citus_table(Oid relid);
+
+// Whether Citus keeps relid in its metadata on this node (citus_table's
+// method is not '\0').
 bool citus_manages(Oid relid);
+
+// Whether Citus is loaded in this server and installed in this database.
+bool citus_installed();
+
+// Whether relid is a table Citus keeps in its metadata here (InvalidOid:
+// false): a store's calls then go to its shards (shard.hpp).
+bool citus_distributes(Oid relid);
+
+// Raises 0A000 unless this node runs the Citus major the distributed store
+// was written for (13): the shard metadata lock it takes (shard.cpp) is one
+// of Citus's internals.
+void require_citus_13();
 
 // Forgets what was read from Citus's catalogs when they change (relcache hook, module.cpp).
 void citus_relation_changed(Oid relid) noexcept;

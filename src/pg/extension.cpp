@@ -104,7 +104,12 @@ Relations look_up(bool& consistent) {
   r.registry.installed = OidIsValid(r.registry.config) && OidIsValid(r.registry.grant);
   r.registry.binds = r.registry.installed && get_attnum(r.registry.config, "store") != InvalidAttrNumber;
   for (const Oid relid : {r.table, r.registry.config, r.registry.grant}) {
-    if (!OidIsValid(relid) || !citus_manages(relid)) continue;
+    if (!OidIsValid(relid)) continue;
+    const CitusTable t = citus_table(relid);
+    if (t.method == '\0') continue;
+    // The registry as reference tables (idem_distribute_registry): every
+    // node reads its own full copy, through Citus.
+    if (relid != r.table && t.method == 'n' && t.replication == 't') continue;
     const char* name = get_rel_name(relid);
     throw core::Error(core::sqlstate::feature_not_supported,
                       "the idempotency store cannot use a table that Citus manages",

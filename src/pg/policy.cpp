@@ -277,7 +277,14 @@ IDEM_FUNCTION(idem_namespace_changed) {
   if (!CALLED_AS_TRIGGER(fcinfo))
     throw idem::core::Error(idem::core::sqlstate::object_not_in_prerequisite_state,
                             "idem_namespace_changed may only be called as a trigger");
-  CacheInvalidateRelcache(reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation);
+  Relation changed = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;
+  CacheInvalidateRelcache(changed);
+  // Under Citus the trigger fires on a node's placement of the registry
+  // (a reference table's shard): the caches watch the tables of the
+  // registry's own names, so tell them too.
+  const idem::pg::Registry r = idem::pg::registry();
+  for (const Oid relid : {r.config, r.grant})
+    if (OidIsValid(relid) && relid != RelationGetRelid(changed)) CacheInvalidateRelcacheByRelid(relid);
   return PointerGetDatum(NULL);  // no tuple: a statement trigger
 }
 

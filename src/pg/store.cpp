@@ -30,6 +30,7 @@ extern "C" {
 #include "citus.hpp"
 #include "compat.hpp"
 #include "extension.hpp"
+#include "shard.hpp"
 #include "text.hpp"
 
 namespace idem::pg {
@@ -259,7 +260,42 @@ bool exists(Oid relid) { return SearchSysCacheExists1(RELOID, ObjectIdGetDatum(r
 
 }  // namespace
 
-Store open_store(const text* ns, Oid bound, LOCKMODE mode) {
+namespace {
+
+// The table a call on bound table bound reads and writes: bound itself, or
+// for a table Citus distributes, the shard of the call's routing value here.
+Oid call_table(const text* ns, Oid bound, const Call& call) {
+  if (!OidIsValid(bound) || !citus_installed()) return bound;
+  const CitusTable t = citus_table(bound);
+  if (t.method == '\0') return bound;
+  const char* name = get_rel_name(bound);
+  const char* schema = get_namespace_name(get_rel_namespace(bound));
+  if (t.method != 'h' || (t.column != col_namespace && t.column != col_key_value))
+    throw core::Error(core::sqlstate::feature_not_supported,
+                      "the store of idempotency namespace \"" + string_of(ns) + "\" is a Citus table of a kind it "
+                      "cannot use",
+                      std::string(name != nullptr ? name : "?") +
+                          " is not hash-distributed by key_value or by namespace (it is a reference, local, "
+                          "single-shard, range or append table, or distributed by another column).",
+                      "Distribute it with create_distributed_table(table, 'key_value') or (table, 'namespace') "
+                      "(docs/scale-out.md).");
+  if (t.column == col_key_value && call.hashed)
+    throw core::Error(core::sqlstate::feature_not_supported,
+                      "idempotency namespace \"" + string_of(ns) + "\" cannot hash its keys in a store distributed "
+                      "by key",
+                      "Its store is distributed by key_value, and a hashed key would be kept in the shard of its "
+                      "hash, not in the shard the key routes the call to.",
+                      "Distribute the store by namespace, or use a namespace without hash_keys.");
+  const char* entry_point = quote_qualified_identifier(
+      schema, psprintf("%s_%s", name != nullptr ? name : "store", call.function));
+  return local_shard(ns, bound, t.column == col_namespace ? ns : call.key,
+                     psprintf("%s (made by idem_create_entry_points)", entry_point));
+}
+
+}  // namespace
+
+Store open_store(const text* ns, Oid store_table, LOCKMODE mode, const Call& call) {
+  const Oid bound = call_table(ns, store_table, call);
   for (;;) {
     const bool own = !OidIsValid(bound);
     OwnTable extension{};
@@ -292,6 +328,20 @@ Store open_store(const text* ns, Oid bound, LOCKMODE mode) {
     return Store{table, k.pkey, k.expires_index, own ? registry().owner : k.owner, k.direct,
                  own ? fenced_schema() : true, own};
   }
+}
+
+Store open_whole_store(const text* ns, Oid bound, LOCKMODE mode, bool* distributed) {
+  *distributed = OidIsValid(bound) && citus_installed() && citus_table(bound).method != '\0';
+  if (!*distributed) return open_store(ns, bound, mode, Call{nullptr, false, "purge"});
+  LockRelationOid(bound, mode);
+  if (!exists(bound))
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      "the store of idempotency namespace \"" + string_of(ns) + "\" no longer exists",
+                      "The table the namespace is bound to was dropped, and its records with it.");
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(bound));
+  const Oid owner = HeapTupleIsValid(tuple) ? reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner : InvalidOid;
+  if (HeapTupleIsValid(tuple)) ReleaseSysCache(tuple);
+  return Store{bound, InvalidOid, InvalidOid, owner, false, true, false};
 }
 
 ShapeProblem store_shape_problem(Oid relid) {

@@ -54,7 +54,25 @@ struct Store {
 // CONCURRENTLY) is never used by its old OID, and what decides direct writes
 // (indexes, triggers, constraints) cannot change while the lock is held.
 // Raises 55000 when a bound table is gone or no longer has a store's shape.
-Store open_store(const text* ns, Oid bound, LOCKMODE mode);
+//
+// A bound table Citus distributes (by key_value or by namespace) is read
+// and written in its shard for the call's routing value on this node
+// (shard.hpp): key is the key as stored, hashed whether it is hashed (a
+// store distributed by key_value cannot hold hashed keys: they would live
+// in another shard than the one the key routes the call to), and function
+// the operation ("begin", "commit", ...) for the refusal's hint.
+struct Call {
+  const text* key;
+  bool hashed;
+  const char* function;
+};
+Store open_store(const text* ns, Oid bound, LOCKMODE mode, const Call& call);
+
+// The store as administration uses it, with its table locked in mode:
+// open_store's for a plain table; for a table Citus distributes its shell,
+// written through SQL that Citus spreads over the shards (distributed
+// stays true so that callers may go shard by shard instead: local_shards).
+Store open_whole_store(const text* ns, Oid bound, LOCKMODE mode, bool* distributed);
 
 // What is wrong with table relid as a bound store (problem NULL: nothing),
 // palloc'd, for idem_bind_store's error and open_store's; fix: for a table

@@ -13,9 +13,11 @@ extern "C" {
 }
 
 #include "../core/error.hpp"
+#include "citus.hpp"
 #include "extension.hpp"
 #include "guard.hpp"
 #include "settings.hpp"
+#include "shard.hpp"
 #include "spi.hpp"
 #include "store.hpp"
 #include "text.hpp"
@@ -35,17 +37,18 @@ pg::Statement is_bound = {
     true};
 
 // The store of argument argno (a regclass, NULL for the extension's table),
-// opened and locked for writing. Raises 42809 for a table no namespace is
-// bound to.
-pg::Store store_arg(FunctionCallInfo fcinfo, int argno, const text* ns) {
+// opened and locked for writing: for a table Citus distributes, its shell
+// (distributed is then set). Raises 42809 for a table no namespace is bound
+// to.
+pg::Store store_arg(FunctionCallInfo fcinfo, int argno, const text* ns, bool* distributed) {
   pg::require_trusted_settings();
-  if (PG_ARGISNULL(argno)) return pg::open_store(ns, InvalidOid, RowExclusiveLock);
-  const Oid relid = PG_GETARG_OID(argno);
+  const Oid relid = PG_ARGISNULL(argno) ? InvalidOid : PG_GETARG_OID(argno);
   const Datum values[1] = {ObjectIdGetDatum(relid)};
-  if (!pg::registry().binds || pg::execute(is_bound, values, " ") == 0)
-    throw core::Error(core::sqlstate::wrong_object_type, "relation with OID " + std::to_string(relid) + " is not an idempotency store",
+  if (OidIsValid(relid) && (!pg::registry().binds || pg::execute(is_bound, values, " ") == 0))
+    throw core::Error(core::sqlstate::wrong_object_type,
+                      "relation with OID " + std::to_string(relid) + " is not an idempotency store",
                       "No idempotency namespace is bound to it.");
-  return pg::open_store(ns, relid, RowExclusiveLock);
+  return pg::open_whole_store(ns, relid, RowExclusiveLock, distributed);
 }
 
 // Each namespace's lease, as purge needs them: namespaces and seconds.
@@ -95,14 +98,25 @@ IDEM_FUNCTION(idem_store_purge) {
     throw core::Error(core::sqlstate::invalid_parameter_value, "invalid purge batch size",
                       "batch_size must be a positive integer.");
   text* none = cstring_to_text("");
-  const pg::Store store = store_arg(fcinfo, 0, none);
+  bool distributed;
+  const pg::Store store = store_arg(fcinfo, 0, none, &distributed);
   Datum lease_rows[2];
   bool lease_nulls[2] = {true, true};
   (void)pg::execute(leases, nullptr, "", lease_rows, lease_nulls);
-  const Datum values[4] = {Int32GetDatum(batch), lease_rows[0], lease_rows[1],
-                           Float8GetDatum(static_cast<double>(pg::in_progress_lease_seconds))};
+  Datum values[4] = {Int32GetDatum(batch), lease_rows[0], lease_rows[1],
+                     Float8GetDatum(static_cast<double>(pg::in_progress_lease_seconds))};
   const char nulls[5] = {' ', lease_nulls[0] ? 'n' : ' ', lease_nulls[1] ? 'n' : ' ', ' ', '\0'};
-  PG_RETURN_INT64(static_cast<int64>(pg::execute(purge_chunk, store, values, nulls)));
+  if (!distributed) PG_RETURN_INT64(static_cast<int64>(pg::execute(purge_chunk, store, values, nulls)));
+  // A store Citus distributes: the chunk from the shards on this node, each
+  // under the lock a move of it waits for (idem_purge runs on every node).
+  int64 purged = 0;
+  List* shards = pg::local_shards(store.table);
+  for (int i = 0; i < list_length(shards) && purged < batch; ++i) {
+    const pg::Store shard = pg::open_store(none, list_nth_oid(shards, i), RowExclusiveLock, pg::Call{nullptr, false, "purge"});
+    values[0] = Int32GetDatum(batch - static_cast<int32>(purged));
+    purged += static_cast<int64>(pg::execute(purge_chunk, shard, values, nulls));
+  }
+  PG_RETURN_INT64(purged);
 }
 
 // idem_store_forget_requests(store regclass, namespace text): removes the
@@ -110,7 +124,8 @@ IDEM_FUNCTION(idem_store_purge) {
 // table), as the store's owner; returns how many records had one.
 IDEM_FUNCTION(idem_store_forget_requests) {
   text* ns = pg::namespace_arg(fcinfo, 1);
-  const pg::Store store = store_arg(fcinfo, 0, ns);
+  bool distributed;  // then the statement runs on the shell, and Citus on every shard
+  const pg::Store store = store_arg(fcinfo, 0, ns, &distributed);
   const Datum values[1] = {PointerGetDatum(ns)};
   PG_RETURN_INT64(static_cast<int64>(pg::execute(forget_requests, store, values, " ")));
 }
@@ -139,4 +154,16 @@ IDEM_FUNCTION(idem_store_problem) {
     if (p.fix != nullptr) values[1] = PointerGetDatum(cstring_to_text(p.fix)), nulls[1] = false;
   }
   PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+// idem_store_distribution(store regclass): how Citus distributes the table:
+// NULL when it does not (or Citus is not here), 'key_value' or 'namespace'
+// for a table hash-distributed by that column, 'other' for any other kind
+// (which the store refuses).
+IDEM_FUNCTION(idem_store_distribution) {
+  if (PG_ARGISNULL(0) || !pg::citus_installed()) PG_RETURN_NULL();
+  const pg::CitusTable t = pg::citus_table(PG_GETARG_OID(0));
+  if (t.method == '\0') PG_RETURN_NULL();
+  const char* kind = t.method != 'h' ? "other" : t.column == 1 ? "namespace" : t.column == 2 ? "key_value" : "other";
+  PG_RETURN_TEXT_P(cstring_to_text(kind));
 }

@@ -231,13 +231,13 @@ void check_error_payload(Jsonb* error) {
 // Moves the in_progress row to committed (with the result) or failed (with
 // the error payload). fence: the 0.5 entry point (a fence argument).
 void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
-  pg::refuse_where_citus_would_split_the_store(fcinfo);
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   const char* status = committing ? "committed" : "failed";
   Jsonb* payload = pg::payload_arg(fcinfo, 2, committing ? "result" : "error");
   const pg::Claim proof = proof_arg(fcinfo, 3, fence);
   const pg::Policy policy = pg::authorize(ns);
+  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
   pg::check_payload_size(payload, committing ? "result" : "error", ns, policy);
   pg::check_utf8(&payload->root);
   if (!committing) check_error_payload(payload);
@@ -247,7 +247,8 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
   const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),     CStringGetTextDatum(status),
                            PointerGetDatum(payload), PointerGetDatum(payload), proof_datum(proof)};
   const char* nulls = committing ? "    n " : "   n  ";
-  const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock);
+  const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock,
+                                         pg::Call{key, policy.hash_keys, committing ? "commit" : "fail_permanent"});
   const uint64 done = store.direct ? pg::finish_claim(store, ns, key, proof, committing, payload)
                       : proof.kind == pg::Claim::none && !pg::claimed_here(store, ns, key)
                           ? 0
@@ -260,15 +261,16 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
 // Deletes the in-progress row so the next begin is fresh; never touches a
 // committed or failed row.
 void forget(FunctionCallInfo fcinfo, bool fence) {
-  pg::refuse_where_citus_would_split_the_store(fcinfo);
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   const pg::Claim proof = proof_arg(fcinfo, 2, fence);
   const pg::Policy policy = pg::authorize(ns);
+  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
   pg::require_read_write(given_key, "idem_fail_transient", "fail");
   text* key = pg::stored_key(given_key, policy);
   const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), proof_datum(proof)};
-  const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock);
+  const pg::Store store =
+      pg::open_store(ns, policy.store, RowExclusiveLock, pg::Call{key, policy.hash_keys, "fail_transient"});
   const uint64 done = store.direct ? pg::forget_claim(store, ns, key, proof)
                       : proof.kind == pg::Claim::none && !pg::claimed_here(store, ns, key)
                           ? 0
