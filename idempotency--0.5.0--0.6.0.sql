@@ -342,6 +342,22 @@ LANGUAGE C STABLE PARALLEL SAFE;
 
 REVOKE ALL ON FUNCTION idem_store_distribution(regclass) FROM PUBLIC;
 
+-- Takes the namespace's lock in ExclusiveLock for a delete of its row, or
+-- an update that leaves configured_at as it was: idem_lock_namespace makes
+-- one under Citus, where this runs on every node's placement of the
+-- registry, so that a change that must see every record waits for the
+-- namespace's begins on every node.
+CREATE FUNCTION idem_namespace_config_locked()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idem_namespace_config_locked'
+LANGUAGE C;
+
+REVOKE ALL ON FUNCTION idem_namespace_config_locked() FROM PUBLIC;
+
+CREATE TRIGGER idem_namespace_config_locked
+    BEFORE UPDATE OR DELETE ON @extschema@.idem_namespace_config
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.idem_namespace_config_locked();
+
 -- Makes the registry (idem_namespace_config, idem_namespace_grant) Citus
 -- reference tables, so that every node reads the same bindings, settings
 -- and grants, and every change reaches every node in its transaction; run

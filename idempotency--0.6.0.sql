@@ -813,6 +813,22 @@ CREATE TRIGGER idem_namespace_grant_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idem_namespace_grant
     FOR EACH STATEMENT EXECUTE FUNCTION idem_namespace_changed();
 
+-- Takes the namespace's lock in ExclusiveLock for a delete of its row, or
+-- an update that leaves configured_at as it was: idem_lock_namespace makes
+-- one under Citus, where this runs on every node's placement of the
+-- registry, so that a change that must see every record waits for the
+-- namespace's begins on every node.
+CREATE FUNCTION idem_namespace_config_locked()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idem_namespace_config_locked'
+LANGUAGE C;
+
+REVOKE ALL ON FUNCTION idem_namespace_config_locked() FROM PUBLIC;
+
+CREATE TRIGGER idem_namespace_config_locked
+    BEFORE UPDATE OR DELETE ON idem_namespace_config
+    FOR EACH ROW EXECUTE FUNCTION idem_namespace_config_locked();
+
 -- For the registry functions that must see every record of one namespace
 -- (changing hash_keys or store_request, dropping it): the namespace's lock,
 -- which waits for its writers and stalls no other namespace.

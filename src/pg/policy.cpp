@@ -19,12 +19,14 @@ extern "C" {
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 }
 
 #include "../core/error.hpp"
 #include "../core/hex.hpp"
 #include "../core/namespace.hpp"
 #include "../core/sha256.hpp"
+#include "citus.hpp"
 #include "guard.hpp"
 #include "extension.hpp"
 #include "lock_tags.hpp"
@@ -103,6 +105,15 @@ HTAB* policy_cache(const Registry& r) {
   " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1"
 Statement read_policy = {READ_POLICY("c.store::pg_catalog.oid"), 1, {TEXTOID}, nullptr, true};
 Statement read_policy_unbound = {READ_POLICY("NULL::pg_catalog.oid"), 1, {TEXTOID}, nullptr, true};
+
+// An update of a namespace's registry row that changes nothing: under
+// Citus it reaches every node's placement (idem_namespace_config_locked).
+Statement touch_namespace = {
+    "UPDATE idempotency.idem_namespace_config c SET configured_at = c.configured_at"
+    " WHERE c.namespace OPERATOR(pg_catalog.=) $1",
+    1,
+    {TEXTOID},
+    nullptr};
 
 // Fills e from the registry; e->name is set. The grantees are palloc'd in
 // the current memory context.
@@ -305,5 +316,40 @@ IDEM_FUNCTION(idem_lock_namespace) {
                                 (IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ") +
                                 "; its snapshot could miss records committed since it began.");
   idem::pg::lock_namespace(ns, ExclusiveLock);
+  // Under Citus the namespace's begins run on every node that holds a shard
+  // of its store: an update of its registry row that changes nothing
+  // reaches each node's placement, where idem_namespace_config_locked takes
+  // the same lock there, until the distributed transaction ends.
+  const idem::pg::Registry r = idem::pg::registry();
+  if (idem::pg::citus_installed() && idem::pg::citus_manages(r.config)) {
+    const Datum values[1] = {PointerGetDatum(ns)};
+    (void)idem::pg::execute(idem::pg::touch_namespace, values, " ");
+  }
   PG_RETURN_VOID();
+}
+
+// The registry's row trigger (BEFORE UPDATE OR DELETE): an update that
+// leaves configured_at as it was (idem_lock_namespace's, above), or a
+// delete, takes the namespace lock in ExclusiveLock on this node. On a
+// single server idem_lock_namespace holds it already; under Citus this
+// runs on every node's placement of the registry.
+IDEM_FUNCTION(idem_namespace_config_locked) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    throw idem::core::Error(idem::core::sqlstate::object_not_in_prerequisite_state,
+                            "idem_namespace_config_locked may only be called as a trigger");
+  auto* data = reinterpret_cast<TriggerData*>(fcinfo->context);
+  const TupleDesc desc = RelationGetDescr(data->tg_relation);
+  const AttrNumber ns_column = SPI_fnumber(desc, "namespace");
+  const AttrNumber at_column = SPI_fnumber(desc, "configured_at");
+  bool null = true;
+  const Datum ns = heap_getattr(data->tg_trigtuple, ns_column, desc, &null);
+  bool lock = TRIGGER_FIRED_BY_DELETE(data->tg_event);
+  if (TRIGGER_FIRED_BY_UPDATE(data->tg_event)) {
+    bool old_null = true, new_null = true;
+    const Datum old_at = heap_getattr(data->tg_trigtuple, at_column, desc, &old_null);
+    const Datum new_at = heap_getattr(data->tg_newtuple, at_column, desc, &new_null);
+    lock = !old_null && !new_null && DatumGetTimestampTz(old_at) == DatumGetTimestampTz(new_at);
+  }
+  if (lock && !null) idem::pg::lock_namespace(DatumGetTextPP(ns), ExclusiveLock);
+  return PointerGetDatum(TRIGGER_FIRED_BY_DELETE(data->tg_event) ? data->tg_trigtuple : data->tg_newtuple);
 }
