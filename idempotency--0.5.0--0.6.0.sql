@@ -333,14 +333,13 @@ CREATE EVENT TRIGGER idem_refuse_dropping_a_store ON sql_drop
 
 -- Citus ------------------------------------------------------------------------
 
--- Internal: how Citus distributes a table: NULL (it does not), 'key_value'
--- or 'namespace' (hash-distributed by that column), 'other'.
+-- How Citus distributes a table: NULL (it does not), 'key_value' or
+-- 'namespace' (hash-distributed by that column), 'other'. What
+-- pg_dist_partition already tells every role.
 CREATE FUNCTION idem_store_distribution(store regclass)
 RETURNS text
 AS 'MODULE_PATHNAME', 'idem_store_distribution'
 LANGUAGE C STABLE PARALLEL SAFE;
-
-REVOKE ALL ON FUNCTION idem_store_distribution(regclass) FROM PUBLIC;
 
 -- Takes the namespace's lock in ExclusiveLock for a delete of its row, or
 -- an update that leaves configured_at as it was: idem_lock_namespace makes
@@ -747,15 +746,15 @@ BEGIN
         END IF;
     END IF;
     INSERT INTO @extschema@.idem_namespace_config AS c
-        (namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes)
-    VALUES (ns, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes)
+        (namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes, configured_at)
+    VALUES (ns, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes, now())
     ON CONFLICT ON CONSTRAINT idem_namespace_config_pkey DO UPDATE SET
         replay_window = excluded.replay_window,
         in_progress_lease = excluded.in_progress_lease,
         store_request = excluded.store_request,
         hash_keys = excluded.hash_keys,
         max_payload_bytes = excluded.max_payload_bytes,
-        configured_at = now()
+        configured_at = excluded.configured_at   -- not now(): Citus wants no function in DO UPDATE SET
     RETURNING * INTO saved;
     RETURN saved;
 END;

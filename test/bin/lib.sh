@@ -86,7 +86,8 @@ install_packages() {
 
 BUILD_PACKAGES=(make g++ libssl-dev "postgresql-$PGVER" "postgresql-server-dev-$PGVER")
 TEST_PACKAGES=("postgresql-$PGVER-pgtap" libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
-               "postgresql-$PGVER-cron" libgtest-dev python3 python3-psycopg clang libclang-rt-14-dev pgbouncer)
+               "postgresql-$PGVER-cron" libgtest-dev python3 python3-psycopg clang libclang-rt-14-dev pgbouncer
+               libdbd-pg-perl)
 
 # Builds the extension and installs it into the server's directories.
 build_and_install() {
@@ -197,10 +198,31 @@ suite_pgtap() {
 # are in PG_BIN. It runs initdb, which refuses root: when we are root, the
 # tests run as `postgres` from a copy it owns, in WORK/perl.
 suite_perl_tap() {
-  local dir=$1/perl pgxs skip
+  prove_tree "$1/perl" "$REPO/test/t" "${@:2}"
+}
+
+# suite_citus WORK: the Citus layer (test/citus: a coordinator and two
+# workers on localhost), where Citus 13 is installed for this PostgreSQL.
+# Elsewhere it says it skipped (exit 77), unless IDEM_REQUIRE_CITUS=1 (CI,
+# which installs Citus with ../shared/citus/install): then that fails.
+suite_citus() {
+  local control
+  control="$("$PG_CONFIG" --sharedir)/extension/citus.control"
+  if ! grep -qs "^default_version = '13\." "$control"; then
+    echo "Citus 13 is not installed for PostgreSQL $PGVER ($control); ../shared/citus/install installs it"
+    [ "${IDEM_REQUIRE_CITUS:-}" = 1 ] && return 1
+    return "$SKIP_STATUS"
+  fi
+  prove_tree "$1/citus" "$REPO/test/citus"
+}
+
+# prove_tree WORK SOURCE [SKIP...]: the Perl TAP tests of directory SOURCE
+# (copied to WORK/t with the modules beside them) but those named SKIP.
+prove_tree() {
+  local dir=$1 pgxs skip
   pgxs=$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")
-  mkdir -p "$dir" && cp -r "$REPO/test/t" "$dir/"
-  for skip in "${@:2}"; do rm "$dir/t/$skip"; done
+  mkdir -p "$dir/t" && cp -r "$2"/. "$dir/t/"
+  for skip in "${@:3}"; do rm "$dir/t/$skip"; done
   [ "$(id -u)" = 0 ] && chown -R postgres: "$dir"
   (cd "$dir" && as_server_user env \
     PATH="$PG_TOOLS:$PG_BIN:$PATH" TESTDIR="$dir" \

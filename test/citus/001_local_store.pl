@@ -1,4 +1,4 @@
-# 009_citus.pl: the store never answers from a table Citus manages. Under
+# 001_local_store.pl: the store never answers from a table Citus manages. Under
 # Citus a distributed or reference table's rows live in shard tables, and
 # the relation of its name on each node is an empty shell: begin would
 # answer fresh from it for a key that has a record, and on a worker the
@@ -19,41 +19,14 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $sharedir = `pg_config --sharedir`;
-chomp $sharedir;
-plan skip_all => "the citus extension is not installed ($sharedir/extension/citus.control)"
-  unless -f "$sharedir/extension/citus.control";
+use FindBin;
+use lib $FindBin::Bin;
+use CitusCluster;
 
-my @nodes = map { PostgreSQL::Test::Cluster->new($_) } qw(coordinator worker1 worker2);
-for my $node (@nodes)
-{
-	$node->init;
-	$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'citus'
-listen_addresses = 'localhost'
-max_prepared_transactions = 20
-citus.enable_statistics_collection = off
-});
-	$node->append_conf('pg_hba.conf', "host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n");
-	$node->start;
-}
+CitusCluster::require_citus();
+my @nodes = CitusCluster::nodes(preload => 'citus');
 my ($coordinator, @workers) = @nodes;
-
-# A database with Citus on every node, the workers registered, and the
-# extension created on the coordinator (Citus creates it on the workers).
-sub citus_database
-{
-	my ($db) = @_;
-	for my $node (@nodes)
-	{
-		$node->safe_psql('postgres', "CREATE DATABASE $db");
-		$node->safe_psql($db, 'CREATE EXTENSION citus');
-	}
-	$coordinator->safe_psql($db, sprintf(q{SELECT citus_set_coordinator_host('localhost', %d)}, $coordinator->port));
-	$coordinator->safe_psql($db, sprintf(q{SELECT citus_add_node('localhost', %d)}, $_->port)) for @workers;
-	$coordinator->safe_psql($db, 'CREATE EXTENSION idempotency');
-	return;
-}
+sub citus_database { CitusCluster::database($_[0], @nodes) }
 
 # (On a worker, the refusal of any call there comes first.)
 my $refused = qr/ERROR:  0A000: (the idempotency store cannot use a table that Citus manages|cannot use the idempotency store on a Citus worker)/;
