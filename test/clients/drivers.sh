@@ -48,10 +48,11 @@ driver_prove() {
   esac
 }
 
-# A new database NAME on the server PG* names, with the extension,
-# docs/usage.md's HTTP handler and stored procedure, and setup.sql.
+# A new database NAME on the server PG* names (the old one dropped, and its
+# sessions ended), with the extension, docs/usage.md's HTTP handler and
+# stored procedure, and setup.sql.
 fresh_db() {
-  psql -X -q -d postgres -v ON_ERROR_STOP=1 -c 'SET client_min_messages = warning' -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" &&
+  psql -X -q -d postgres -v ON_ERROR_STOP=1 -c 'SET client_min_messages = warning' -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1" &&
   { echo 'CREATE EXTENSION idempotency;'; python3 "$CLIENTS/snippets.py" usage-sql; cat "$CLIENTS/setup.sql"; } \
     | psql -X -q -d "$1" -v ON_ERROR_STOP=1 >/dev/null
 }
