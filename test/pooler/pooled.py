@@ -15,8 +15,6 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 POOLER_PORT = int(os.environ["POOLER_PORT"])
-# What the PgBouncer under test tracks of prepared statements (0: nothing, before 1.21).
-MAX_PREPARED = int(os.environ.get("POOLER_MAX_PREPARED", "0"))
 
 
 def pooled(database, user="postgres", **options):

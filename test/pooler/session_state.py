@@ -90,7 +90,6 @@ def main():
 
     # A plain session setting reaches the next client in transaction pooling...
     a, b = pooled("transaction_1"), pooled("transaction_1")
-    a.execute("SET application_name = 'client-a'")
     a.execute("SET myapp.tenant = 'tenant-a'")
     t.ok(b.execute("SELECT current_setting('myapp.tenant', true)").fetchone()[0] == "tenant-a",
          "transaction: client A's SET myapp.tenant reaches client B")

@@ -45,7 +45,11 @@ import (
 // pgx learns each statement's types through the unnamed statement and never
 // prepares one by name. (pgx v5: default_query_exec_mode=cache_describe.)
 func connectThroughPgBouncer(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
-	return pgxpool.Connect(ctx, databaseURL+"?statement_cache_mode=describe")
+	separator := "?"
+	if strings.Contains(databaseURL, "?") {
+		separator = "&"
+	}
+	return pgxpool.Connect(ctx, databaseURL+separator+"statement_cache_mode=describe")
 }
 // end snippet
 
