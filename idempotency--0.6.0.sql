@@ -1221,6 +1221,12 @@ BEGIN
                       DETAIL = 'Citus keeps it as a reference, local, single-shard, range or append table, or distributes it by another column than key_value or namespace.',
                       HINT = 'Distribute it with create_distributed_table(table, ''key_value'') or (table, ''namespace'') (docs/scale-out.md).';
         END IF;
+        IF routing IS NULL AND @extschema@.idem_store_distribution('@extschema@.idem_namespace_config') IS NOT NULL THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'The registry is distributed by Citus (idem_distribute_registry), so every node reads the binding, and this table is on the coordinator only.',
+                      HINT = 'Distribute the table first: SELECT create_distributed_table(''' || target::text || ''', ''key_value'') (docs/scale-out.md).';
+        END IF;
         IF routing IS NOT NULL AND @extschema@.idem_store_distribution('@extschema@.idem_namespace_config') IS NULL THEN
             RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
                 USING ERRCODE = 'object_not_in_prerequisite_state',

@@ -411,5 +411,59 @@ is(prepared_count(), $before, '  the record and the tenant\'s order commit in on
 like($coordinator->safe_psql($db, q{SELECT key_value FROM shop.tenant_records WHERE namespace = 'acme'}),
 	qr/^[0-9a-f]{64}$/, '  with the key hashed');
 
+# 13. From a single server, two ways: a namespace whose records are in the
+#     extension's table on the coordinator moves to the distributed store
+#     in one transaction; a store bound to a plain table is distributed in
+#     place (Citus copies its rows into the shards). Both replay after.
+$coordinator->safe_psql($db, q{
+	SELECT idempotency.idem_namespace_configure('legacy');
+	SELECT idempotency.idem_grant('legacy', 'app');
+	BEGIN;
+	SELECT kind FROM idempotency.idem_begin('legacy', 'l-1', '{"a": 1}');
+	SELECT idempotency.idem_commit('legacy', 'l-1', '{"ok": 1}');
+	COMMIT;
+	BEGIN;
+	INSERT INTO shop.idem_records SELECT * FROM idempotency.idempotency_record WHERE namespace = 'legacy';
+	DELETE FROM idempotency.idempotency_record WHERE namespace = 'legacy';
+	SELECT idempotency.idem_bind_store('legacy', 'shop.idem_records');
+	COMMIT;});
+($out) = as_app($workers[0], q{SELECT kind || ' ' || result FROM shop.idem_records_begin('legacy', 'l-1', '{"a": 1}')});
+is($out, 'prior_result {"ok": 1}', 'migration: records copied from the extension\'s table replay from the distributed store');
+# Once the registry is distributed, every node reads a binding: a table on
+# the coordinator only cannot be bound.
+$coordinator->safe_psql($db, q{SET ROLE app; SELECT idempotency.idem_create_store('shop.local_only');});
+($ret, $o, $e) = $coordinator->psql($db, q{SELECT idempotency.idem_bind_store('local', 'shop.local_only')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($e, qr/ERROR:  0A000: cannot bind idempotency namespace "local" to shop\.local_only/,
+	'migration: with the registry distributed, a table on the coordinator only cannot be bound');
+# A single server's bound store, before Citus took the registry: Citus
+# distributes the store in place, then the registry, and the records replay
+# through the entry points.
+CitusCluster::database('grow', @nodes);
+$coordinator->safe_psql('grow', q{
+	CREATE ROLE grower LOGIN;
+	CREATE SCHEMA shop AUTHORIZATION grower;
+	SELECT idempotency.idem_grant('single', 'grower');
+	SET ROLE grower;
+	SELECT idempotency.idem_create_store('shop.single');
+	RESET ROLE;
+	SELECT idempotency.idem_bind_store('single', 'shop.single');
+	BEGIN;
+	SELECT kind FROM idempotency.idem_begin('single', 's-1', '{"a": 1}');
+	SELECT idempotency.idem_commit('single', 's-1', '{"ok": 1}');
+	COMMIT;
+	SET ROLE grower;
+	SELECT create_distributed_table('shop.single', 'key_value');
+	SELECT truncate_local_data_after_distributing_table('shop.single');
+	RESET ROLE;
+	SELECT idempotency.idem_distribute_registry();
+	SET ROLE grower;
+	SELECT count(*) FROM idempotency.idem_create_entry_points('shop.single');});
+($ret, $o, $e) = $workers[1]->psql('grow', q{SELECT kind || ' ' || result FROM shop.single_begin('single', 's-1', '{"a": 1}')},
+	extra_params => [ '-U', 'grower' ]);
+is($o, 'prior_result {"ok": 1}', 'migration: a bound store distributed in place replays from its shards');
+is($coordinator->safe_psql('grow', q{SELECT store FROM idempotency.idem_namespaces WHERE namespace = 'single'}),
+	'shop.single', '  and keeps its binding');
+
 $_->stop for @nodes;
 done_testing();
