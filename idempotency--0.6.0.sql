@@ -1288,6 +1288,14 @@ BEGIN
     IF to_regclass('@extschema@.idem_namespace_config') IS NULL THEN
         RETURN;   -- the registry itself is being replaced (a Citus conversion)
     END IF;
+    -- On a Citus worker a drop is the coordinator's, relayed: the
+    -- coordinator has checked it, and a query of the registry (a reference
+    -- table) inside Citus's relayed command would be refused.
+    IF EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
+        IF (SELECT l.groupid FROM pg_dist_local_group l) <> 0 THEN
+            RETURN;
+        END IF;
+    END IF;
     SELECT c.namespace, d.object_identity INTO bound
     FROM pg_event_trigger_dropped_objects() d
     JOIN @extschema@.idem_namespace_config c ON c.store::oid OPERATOR(pg_catalog.=) d.objid

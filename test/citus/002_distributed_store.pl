@@ -247,6 +247,20 @@ $coordinator->safe_psql($db, q{
 like($e, qr/ERROR:  0A000: cannot bind idempotency namespace "other" to shop\.replicated/,
 	'refusals: a reference table cannot be a store');
 
+# A distributed table can be dropped as ever; the bound store cannot, nor
+# replaced by Citus's alter_distributed_table (it drops the old table).
+$coordinator->safe_psql($db, q{
+	CREATE TABLE shop.scratch (a int PRIMARY KEY);
+	SELECT create_distributed_table('shop.scratch', 'a');
+	DROP TABLE shop.scratch;});
+pass('refusals: an unrelated distributed table is dropped as ever');
+for my $ddl (q{DROP TABLE shop.idem_records}, q{SELECT alter_distributed_table('shop.idem_records', shard_count := 4, cascade_to_colocated := false)})
+{
+	($ret, $o, $e) = $coordinator->psql($db, $ddl, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($e, qr/ERROR:  2BP01: cannot drop table shop\.idem_records: idempotency namespace "\S+" is bound to it/,
+		"refusals: $ddl is refused while namespaces are bound to the store");
+}
+
 # 8. The registry on every node: a grant revoked on the coordinator holds
 #    on the workers from the next call; a drop waits for a begin a worker
 #    holds, then counts its record.
