@@ -259,7 +259,14 @@ BEGIN
          WHERE c.store IS NOT NULL AND EXISTS (SELECT FROM pg_class t WHERE t.oid = c.store) ORDER BY 1)
     LOOP
         LOOP
-            n := @extschema@.idem_store_purge(store, batch_size);
+            BEGIN
+                n := @extschema@.idem_store_purge(store, batch_size);
+            EXCEPTION WHEN object_not_in_prerequisite_state OR feature_not_supported THEN
+                -- A store that can no longer be used (its shape changed) is
+                -- skipped, so that the others are still purged.
+                RAISE WARNING 'idempotency: cannot purge %: %', store, SQLERRM;
+                EXIT;
+            END;
             total := total + n;
             IF n > 0 THEN
                 batches := batches + 1;   -- max_batches counts the chunks that deleted something
@@ -547,6 +554,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     t regclass;
+    figures jsonb;
 BEGIN
     FOR t IN
         SELECT NULL::regclass
@@ -554,16 +562,18 @@ BEGIN
         (SELECT DISTINCT c.store FROM @extschema@.idem_namespace_config c
          WHERE c.store IS NOT NULL AND EXISTS (SELECT FROM pg_class r WHERE r.oid = c.store) ORDER BY 1)
     LOOP
-        RETURN QUERY EXECUTE format(
-            'SELECT r.namespace,'
-            ' count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ''in_progress''),'
-            ' count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ''committed''),'
-            ' count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ''failed''),'
-            ' pg_catalog.now() OPERATOR(pg_catalog.-) min(r.created_at) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ''in_progress''),'
-            ' count(*) FILTER (WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()),'
-            ' sum(pg_catalog.pg_column_size(r.*))::bigint, $1'
-            ' FROM %s r GROUP BY r.namespace', coalesce(t, '@extschema@.idempotency_record'::regclass))
-            USING t;
+        BEGIN
+            figures := @extschema@.idem_store_stats(t);   -- read as the store's owner
+        EXCEPTION WHEN object_not_in_prerequisite_state OR feature_not_supported THEN
+            -- A store that is no longer usable (its shape changed) shows no rows.
+            RAISE WARNING '%', SQLERRM;
+            CONTINUE;
+        END;
+        RETURN QUERY
+            SELECT s.namespace, s.in_progress, s.committed, s.failed, s.oldest_in_progress_age, s.expired,
+                   s.row_bytes, t
+            FROM jsonb_to_recordset(figures) AS s(namespace text, in_progress bigint, committed bigint, failed bigint,
+                                                  oldest_in_progress_age interval, expired bigint, row_bytes bigint);
     END LOOP;
 END;
 $$;
@@ -772,6 +782,7 @@ CREATE TABLE idem_namespace_config (
     max_payload_bytes integer,
     configured_at     timestamptz NOT NULL DEFAULT now(),
     store             regclass,
+    store_name        text,
     CONSTRAINT idem_namespace_config_replay_window_check CHECK (replay_window > interval '0'),
     CONSTRAINT idem_namespace_config_lease_check
         CHECK (in_progress_lease >= interval '0' AND in_progress_lease < interval '100 years'),
@@ -785,6 +796,7 @@ CREATE TABLE idem_namespace_grant (
         REFERENCES idem_namespace_config ON DELETE CASCADE,
     grantee    regrole NOT NULL,
     granted_at timestamptz NOT NULL DEFAULT now(),
+    grantee_name text,
     PRIMARY KEY (namespace, grantee)
 );
 
@@ -813,11 +825,11 @@ CREATE TRIGGER idem_namespace_grant_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idem_namespace_grant
     FOR EACH STATEMENT EXECUTE FUNCTION idem_namespace_changed();
 
--- Takes the namespace's lock in ExclusiveLock for a delete of its row, or
--- an update that leaves configured_at as it was: idem_lock_namespace makes
--- one under Citus, where this runs on every node's placement of the
--- registry, so that a change that must see every record waits for the
--- namespace's begins on every node.
+-- Takes the namespace's lock in ExclusiveLock for an update of its row
+-- that leaves configured_at as it was: idem_lock_namespace makes one under
+-- Citus, where this runs on every node's placement of the registry, so
+-- that a change that must see every record waits for the namespace's
+-- begins on every node.
 CREATE FUNCTION idem_namespace_config_locked()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'idem_namespace_config_locked'
@@ -1019,6 +1031,7 @@ AS $$
 DECLARE
     ns ALIAS FOR namespace;
     granted boolean;
+    role_name name;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');
     IF role IS NULL THEN
@@ -1032,7 +1045,10 @@ BEGIN
         RAISE EXCEPTION 'role with OID % does not exist', role::oid USING ERRCODE = 'undefined_object';
     END IF;
     INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;
-    INSERT INTO @extschema@.idem_namespace_grant (namespace, grantee) VALUES (ns, role) ON CONFLICT DO NOTHING;
+    -- (With the role's name, which a node under Citus checks: idem_distribute_registry.)
+    role_name := (SELECT r.rolname FROM pg_roles r WHERE r.oid = role);
+    INSERT INTO @extschema@.idem_namespace_grant (namespace, grantee, grantee_name)
+    VALUES (ns, role, role_name) ON CONFLICT DO NOTHING;
     granted := FOUND;
     EXECUTE format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
     RETURN granted;
@@ -1147,29 +1163,22 @@ AS 'MODULE_PATHNAME', 'idem_store_forget_requests'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Internal: how many records (or, with in_progress_only, records in
--- progress) a namespace has in a store (NULL: the extension's table).
+-- progress) a namespace has in a store (NULL: the extension's table; 0 for
+-- one that was dropped), and idem_namespace_stats's figures for a store:
+-- both read the store as its owner, never as the extension's.
 CREATE FUNCTION idem_store_count(store regclass, namespace text, in_progress_only boolean DEFAULT false)
 RETURNS bigint
-LANGUAGE plpgsql STABLE PARALLEL UNSAFE
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    n bigint;
-BEGIN
-    IF store IS NOT NULL AND NOT EXISTS (SELECT FROM pg_class t WHERE t.oid = store) THEN
-        RETURN 0;   -- a dropped store keeps no records
-    END IF;
-    EXECUTE format('SELECT count(*) FROM %s r WHERE r.namespace OPERATOR(pg_catalog.=) $1'
-                   ' AND ($2 IS FALSE OR r.status OPERATOR(pg_catalog.=) ''in_progress'')',
-                   coalesce(store, '@extschema@.idempotency_record'::regclass))
-        INTO n USING namespace, in_progress_only;
-    RETURN n;
-END;
-$$;
+AS 'MODULE_PATHNAME', 'idem_store_count'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+CREATE FUNCTION idem_store_stats(store regclass)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'idem_store_stats'
+LANGUAGE C STABLE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION idem_store_problem(regclass), idem_store_purge(regclass, integer),
-                       idem_store_forget_requests(regclass, text), idem_store_count(regclass, text, boolean)
+                       idem_store_forget_requests(regclass, text), idem_store_count(regclass, text, boolean),
+                       idem_store_stats(regclass)
     FROM PUBLIC;
 
 -- Binds a namespace to a store: from now on its records are kept there, and
@@ -1192,6 +1201,7 @@ DECLARE
     problem text;
     fix text;
     routing text;
+    target_name text;
     records bigint;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');
@@ -1257,10 +1267,14 @@ BEGIN
                       DETAIL = format('The namespace has %s record%s in %s; bound to another store, its retries would begin again.',
                                       records, CASE WHEN records = 1 THEN '' ELSE 's' END,
                                       coalesce(current_store, '@extschema@.idempotency_record'::regclass)),
-                      HINT = 'Bind a new namespace, wait until the records have expired and been purged, or copy them to the new store and delete them from this one in the transaction that binds (docs/api.md).';
+                      HINT = 'Bind a new namespace, wait until the records have expired and been purged, or move them in the transaction that binds, as docs/api.md shows.';
         END IF;
     END IF;
-    UPDATE @extschema@.idem_namespace_config c SET store = target, configured_at = now() WHERE c.namespace = ns;
+    target_name := (SELECT format('%I.%I', n.nspname, t.relname) FROM pg_class t
+                    JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.oid = target);
+    UPDATE @extschema@.idem_namespace_config c
+    SET store = target, configured_at = now(), store_name = target_name
+    WHERE c.namespace = ns;
     RETURN target;
 END;
 $$;
@@ -1369,15 +1383,18 @@ BEGIN
     END IF;
     FOREACH c IN ARRAY configs LOOP
         EXECUTE format('INSERT INTO @extschema@.idem_namespace_config (namespace, replay_window, in_progress_lease,'
-                       ' store_request, hash_keys, max_payload_bytes, configured_at, store)'
-                       ' VALUES (%L, %L, %L, %L, %L, %L, %L, %L::pg_catalog.regclass)',
+                       ' store_request, hash_keys, max_payload_bytes, configured_at, store, store_name)'
+                       ' VALUES (%L, %L, %L, %L, %L, %L, %L, %L::pg_catalog.regclass, %L)',
                        c.namespace, c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys,
-                       c.max_payload_bytes, c.configured_at, c.store::text);
+                       c.max_payload_bytes, c.configured_at, c.store::text,
+                       (SELECT format('%I.%I', n.nspname, t.relname) FROM pg_class t
+                        JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.oid = c.store));
     END LOOP;
     FOREACH g IN ARRAY grants LOOP
         CONTINUE WHEN g.grantee::text ~ '^[0-9]+$';   -- a dropped role's: never handed on
-        EXECUTE format('INSERT INTO @extschema@.idem_namespace_grant (namespace, grantee, granted_at)'
-                       ' VALUES (%L, %L::pg_catalog.regrole, %L)', g.namespace, g.grantee::text, g.granted_at);
+        EXECUTE format('INSERT INTO @extschema@.idem_namespace_grant (namespace, grantee, granted_at, grantee_name)'
+                       ' VALUES (%L, %L::pg_catalog.regrole, %L, %L)', g.namespace, g.grantee::text, g.granted_at,
+                       (SELECT r.rolname FROM pg_roles r WHERE r.oid = g.grantee));
     END LOOP;
 END;
 $$;
@@ -1416,6 +1433,13 @@ BEGIN
     END IF;
     SELECT n.nspname, t.relname INTO schema_name, table_name
     FROM pg_class t JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.oid = store;
+    IF octet_length(table_name || '_fail_permanent') > 63 THEN
+        RAISE EXCEPTION 'the name of store % is too long for its entry points', store
+            USING ERRCODE = 'name_too_long',
+                  DETAIL = format('%s would be longer than 63 bytes, which PostgreSQL would shorten: two entry points could get one name.',
+                                  table_name || '_fail_permanent'),
+                  HINT = 'Give the table a name of at most 48 bytes (ALTER TABLE ... RENAME TO).';
+    END IF;
     FOR f IN
         SELECT * FROM (VALUES
             ('begin', 'namespace text, key text, request jsonb, replay_window interval DEFAULT NULL, in_flight_wait interval DEFAULT NULL',

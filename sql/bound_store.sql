@@ -154,6 +154,79 @@ SELECT idem_purge();
 SELECT op, key_value, status, by_role FROM app.audit ORDER BY op DESC, key_value;
 DROP TRIGGER audit ON app.records;
 
+-- What the owner attaches to the store runs as the owner in a restricted
+-- context: it resolves no name through the caller's search_path (a
+-- caller's lower() would run with the owner's rights), and no setting it
+-- changes outlives the statement (a search_path left for the caller's next
+-- statement would run the owner's functions with the caller's rights).
+CREATE SCHEMA hostile AUTHORIZATION regress_idem_app;
+SET ROLE regress_idem_app;
+CREATE FUNCTION hostile.lower(text) RETURNS text LANGUAGE plpgsql AS
+  $$BEGIN RAISE EXCEPTION 'the caller''s lower() ran as %', current_user; END$$;
+RESET ROLE;
+CREATE FUNCTION app.normalize() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM lower(NEW.key_value);
+  PERFORM set_config('search_path', 'app', false);
+  RETURN NEW;
+END $$;
+ALTER FUNCTION app.normalize() OWNER TO regress_idem_svc;
+CREATE TRIGGER normalize BEFORE INSERT OR UPDATE ON app.records FOR EACH ROW EXECUTE FUNCTION app.normalize();
+SET ROLE regress_idem_app;
+SET search_path = hostile, idempotency, public, pg_catalog;
+BEGIN;
+SELECT kind FROM idem_begin('svc', 'restricted', '{}');
+SELECT idem_commit('svc', 'restricted', '{}');
+COMMIT;
+SHOW search_path;
+SET search_path = idempotency, public;
+RESET ROLE;
+DROP TRIGGER normalize ON app.records;
+DROP SCHEMA hostile CASCADE;
+
+-- Counting a store's records and its stats read it as its owner too,
+-- never as the extension's: a policy of the owner's sees who reads.
+SET ROLE regress_idem_svc;
+SELECT idem_create_store('app.watched');
+CREATE FUNCTION app.reader() RETURNS boolean LANGUAGE plpgsql AS
+  $$BEGIN RAISE NOTICE 'app.watched read as %', current_user; RETURN true; END$$;
+RESET ROLE;
+SELECT idem_bind_store('watched', 'app.watched');
+BEGIN;
+SELECT kind FROM idem_begin('watched', 'k', '{}');
+SELECT idem_commit('watched', 'k', '{}');
+COMMIT;
+ALTER TABLE app.watched ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY watched ON app.watched USING (app.reader());
+SELECT namespace, committed FROM idem_namespace_stats WHERE namespace = 'watched';
+SELECT namespace FROM idem_namespace_configure('watched', hash_keys => true);
+DELETE FROM app.watched;
+SELECT idem_namespace_drop('watched');
+DROP TABLE app.watched;
+
+-- Tables that would lose or mix records cannot be stores: unlogged or
+-- temporary ones (a crash or the session's end loses committed records),
+-- one in an inheritance tree (statements reach the other tables' rows),
+-- one whose key index compares keys by something else than their bytes.
+CREATE UNLOGGED TABLE app.unlogged (LIKE app.records INCLUDING ALL);
+SELECT idem_bind_store('other', 'app.unlogged');
+CREATE TEMP TABLE temporary_store (LIKE app.records INCLUDING ALL);
+SELECT idem_bind_store('other', 'temporary_store');
+CREATE TABLE app.parent (LIKE app.records INCLUDING ALL);
+CREATE TABLE app.archive () INHERITS (app.parent);
+SELECT idem_bind_store('other', 'app.parent');
+SELECT idem_bind_store('other', 'app.archive');
+CREATE COLLATION app.case_insensitive (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE app.ci_keyed (LIKE app.records);
+CREATE UNIQUE INDEX ON app.ci_keyed (namespace COLLATE app.case_insensitive, key_value COLLATE app.case_insensitive);
+SELECT idem_bind_store('other', 'app.ci_keyed');
+-- A bound store that gets an inheritance child refuses until it is gone.
+CREATE TABLE app.kid () INHERITS (app.records);
+SELECT kind FROM idem_begin('svc', 'pay-1', '{"amount": 5}');
+DROP TABLE app.kid;
+SELECT kind, result FROM idem_begin('svc', 'pay-1', '{"amount": 5}');
+SELECT idem_namespace_drop('other');
+
 -- Stats list each namespace with its store.
 SELECT namespace, in_progress, committed, failed, expired, store FROM idem_namespace_stats
 WHERE store IS NOT NULL ORDER BY namespace;
@@ -169,8 +242,9 @@ SELECT idem_bind_store('svc', 'app.records_v2');
 SELECT idem_bind_store('svc', NULL);
 SELECT idem_namespace_drop('svc');
 BEGIN;
-INSERT INTO app.records_v2 SELECT * FROM app.records WHERE namespace = 'svc';
-DELETE FROM app.records WHERE namespace = 'svc';
+SELECT idem_lock_namespace('svc');
+WITH moved AS (DELETE FROM app.records WHERE namespace = 'svc' RETURNING *)
+INSERT INTO app.records_v2 SELECT * FROM moved;
 SELECT idem_bind_store('svc', 'app.records_v2');
 COMMIT;
 SELECT kind, result FROM idem_begin('svc', 'pay-1', '{"amount": 5}');
@@ -179,6 +253,8 @@ SELECT kind, result FROM idem_begin('svc', 'pay-1', '{"amount": 5}');
 -- anywhere else) until it is fixed.
 ALTER TABLE app.records_v2 ALTER COLUMN status TYPE varchar(20);
 SELECT kind FROM idem_begin('svc', 'pay-1', '{"amount": 5}');
+-- Purge skips it, with a warning, and purges the other stores.
+SELECT idem_purge() >= 0 AS purged;
 ALTER TABLE app.records_v2 ALTER COLUMN status TYPE text;
 SELECT kind FROM idem_begin('svc', 'pay-1', '{"amount": 5}');
 -- A bound store cannot be dropped, alone or with its schema.

@@ -55,6 +55,7 @@ struct Entry {
   bool has_max_payload;
   int64 max_payload_bytes;
   Oid store;
+  bool store_misnamed;  // under Citus: this node's registry names another table for the store
   int grantee_count;
   Oid* grantees;  // in cache_context
 };
@@ -98,13 +99,44 @@ HTAB* policy_cache(const Registry& r) {
 // snapshot: a change committed by another session after this transaction
 // began is seen, so a cache refilled after its invalidation is never stale.
 // (A schema older than 0.6.0 binds no namespace to a store: the second form.)
+// Since 0.6.0 also the names the registry's writers gave the grantees and
+// the store, which a node under Citus compares with what their OIDs name
+// there (load).
 #define READ_POLICY(STORE)                                                                                  \
   "SELECT c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys, c.max_payload_bytes,"        \
   " ARRAY(SELECT g.grantee::pg_catalog.oid FROM idempotency.idem_namespace_grant g"                        \
-  "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace), " STORE                                     \
-  " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1"
-Statement read_policy = {READ_POLICY("c.store::pg_catalog.oid"), 1, {TEXTOID}, nullptr, true};
-Statement read_policy_unbound = {READ_POLICY("NULL::pg_catalog.oid"), 1, {TEXTOID}, nullptr, true};
+  "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace ORDER BY g.grantee::pg_catalog.oid), " STORE
+Statement read_policy = {
+    READ_POLICY("c.store::pg_catalog.oid,"
+                " ARRAY(SELECT g.grantee_name FROM idempotency.idem_namespace_grant g"
+                "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace ORDER BY g.grantee::pg_catalog.oid),"
+                " c.store_name") " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1",
+    1,
+    {TEXTOID},
+    nullptr,
+    true};
+Statement read_policy_unbound = {
+    READ_POLICY("NULL::pg_catalog.oid, NULL::pg_catalog.text[], NULL::pg_catalog.text")
+    " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1",
+    1,
+    {TEXTOID},
+    nullptr,
+    true};
+
+// Whether name (a text datum, or NULL: not recorded) is what the role or
+// the table of OID oid is called on this node.
+bool role_named(Oid role, bool null, Datum name) {
+  if (null) return true;
+  const char* here = GetUserNameFromId(role, true);
+  return here != nullptr && std::strcmp(here, TextDatumGetCString(name)) == 0;
+}
+bool table_named(Oid table, bool null, Datum name) {
+  if (null || !OidIsValid(table)) return true;
+  const char* relname = get_rel_name(table);
+  if (relname == nullptr) return true;  // dropped: open_store says so
+  const char* here = quote_qualified_identifier(get_namespace_name(get_rel_namespace(table)), relname);
+  return std::strcmp(here, TextDatumGetCString(name)) == 0;
+}
 
 // An update of a namespace's registry row that changes nothing: under
 // Citus it reaches every node's placement (idem_namespace_config_locked).
@@ -122,10 +154,11 @@ void load(Entry* e, const text* ns, const Registry& r) {
   e->hash_keys = false;
   e->has_store_request = e->has_replay_window = e->has_lease = e->has_max_payload = false;
   e->store = InvalidOid;
+  e->store_misnamed = false;
   e->grantee_count = 0;
   e->grantees = nullptr;
-  Datum row[7];
-  bool nulls[7];
+  Datum row[9];
+  bool nulls[9];
   const Datum values[1] = {PointerGetDatum(ns)};
   if (execute(r.binds ? read_policy : read_policy_unbound, values, " ", row, nulls) == 0) return;
   e->registered = true;
@@ -147,9 +180,26 @@ void load(Entry* e, const text* ns, const Registry& r) {
   Datum* oids;
   int count;
   deconstruct_array(grantees, OIDOID, sizeof(Oid), true, TYPALIGN_INT, &oids, nullptr, &count);
+  // Under Citus a node's copy of the registry may hold the coordinator's
+  // OIDs (Citus copies existing rows, and the rows it places on a node
+  // added later, in binary): there they may name other roles and tables.
+  // A grant whose role has another name here counts for nothing, and a
+  // store of another name is refused (authorize), until
+  // idem_distribute_registry writes the rows again by name.
+  const bool check_names = r.binds && citus_installed() && citus_manages(r.config);
+  Datum* names = nullptr;
+  bool* name_nulls = nullptr;
+  int name_count = 0;
+  if (check_names && !nulls[7])
+    deconstruct_array(DatumGetArrayTypeP(row[7]), TEXTOID, -1, false, TYPALIGN_INT, &names, &name_nulls,
+                      &name_count);
   e->grantees = static_cast<Oid*>(palloc(sizeof(Oid) * (count > 0 ? count : 1)));
-  for (int i = 0; i < count; ++i) e->grantees[i] = DatumGetObjectId(oids[i]);
-  e->grantee_count = count;
+  for (int i = 0; i < count; ++i) {
+    const Oid role = DatumGetObjectId(oids[i]);
+    if (check_names && i < name_count && !role_named(role, name_nulls[i], names[i])) continue;
+    e->grantees[e->grantee_count++] = role;
+  }
+  if (check_names) e->store_misnamed = !table_named(e->store, nulls[8], row[8]);
 }
 
 // Oid array copy in context cx.
@@ -238,6 +288,15 @@ Policy authorize(const text* ns) {
   if (e.has_lease) p.lease_us = e.lease_us;
   if (e.has_max_payload) p.max_payload_bytes = e.max_payload_bytes;
   p.store = e.store;
+  if (e.store_misnamed)
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      "this node's idempotency registry names another table as the store of namespace \"" +
+                          string_of(ns) + "\"",
+                      "The store's OID names another table here than the one the namespace was bound to: Citus "
+                      "copied the registry to this node by OID (a node added, or a rebalance), and OIDs differ "
+                      "between nodes.",
+                      "Run SELECT idempotency.idem_distribute_registry() on the coordinator: it writes every row "
+                      "again by name.");
   return p;
 }
 
@@ -329,10 +388,11 @@ IDEM_FUNCTION(idem_lock_namespace) {
 }
 
 // The registry's row trigger (BEFORE UPDATE OR DELETE): an update that
-// leaves configured_at as it was (idem_lock_namespace's, above), or a
-// delete, takes the namespace lock in ExclusiveLock on this node. On a
-// single server idem_lock_namespace holds it already; under Citus this
-// runs on every node's placement of the registry.
+// leaves configured_at as it was (idem_lock_namespace's, above) takes the
+// namespace lock in ExclusiveLock on this node. On a single server
+// idem_lock_namespace holds it already; under Citus this runs on every
+// node's placement of the registry. (Any other write takes nothing: a
+// delete by hand must not wait for the namespace's begins.)
 IDEM_FUNCTION(idem_namespace_config_locked) {
   if (!CALLED_AS_TRIGGER(fcinfo))
     throw idem::core::Error(idem::core::sqlstate::object_not_in_prerequisite_state,
@@ -343,7 +403,7 @@ IDEM_FUNCTION(idem_namespace_config_locked) {
   const AttrNumber at_column = SPI_fnumber(desc, "configured_at");
   bool null = true;
   const Datum ns = heap_getattr(data->tg_trigtuple, ns_column, desc, &null);
-  bool lock = TRIGGER_FIRED_BY_DELETE(data->tg_event);
+  bool lock = false;
   if (TRIGGER_FIRED_BY_UPDATE(data->tg_event)) {
     bool old_null = true, new_null = true;
     const Datum old_at = heap_getattr(data->tg_trigtuple, at_column, desc, &old_null);

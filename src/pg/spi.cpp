@@ -6,6 +6,7 @@
 
 extern "C" {
 #include "lib/stringinfo.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -53,17 +54,45 @@ HTAB* prepared_plans() {
   return prepared;
 }
 
+// The caller's user and security context, and the GUC nest level opened
+// for the owner (-1: no switch).
+struct Switched {
+  Oid user;
+  int security;
+  int nest;
+};
+
+// Becomes role owner (InvalidOid: stays), in a security-restricted
+// operation with search_path = pg_catalog, pg_temp, as PostgreSQL runs
+// REFRESH MATERIALIZED VIEW as a view's owner: what the owner attached to
+// the table (a trigger, a rule) runs with the owner's rights, resolves no
+// name through the caller's search_path, and can change no setting, role
+// or session state that outlives the statement.
+Switched switch_to(Oid owner) {
+  Switched s = {InvalidOid, 0, -1};
+  GetUserIdAndSecContext(&s.user, &s.security);
+  if (!OidIsValid(owner)) return s;
+  SetUserIdAndSecContext(owner, s.security | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+  s.nest = NewGUCNestLevel();
+  (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                          false);
+  return s;
+}
+
+// Undoes switch_to: the settings changed meanwhile, then the user.
+void switch_back(const Switched& s) {
+  if (s.nest >= 0) AtEOXact_GUC(false, s.nest);
+  SetUserIdAndSecContext(s.user, s.security);
+}
+
 // A kept plan of sql, parsed as role owner (whose privileges the statement
 // runs with: the caller may not even see the table's schema); call inside
 // an SPI connection. An error raised while switched aborts the
 // (sub)transaction, which restores the user as it was.
 SPIPlanPtr keep(const char* sql, int nargs, const Oid* types, Oid owner) {
-  Oid user;
-  int security;
-  GetUserIdAndSecContext(&user, &security);
-  if (OidIsValid(owner)) SetUserIdAndSecContext(owner, security | SECURITY_LOCAL_USERID_CHANGE);
+  const Switched s = switch_to(owner);
   SPIPlanPtr plan = SPI_prepare(sql, nargs, const_cast<Oid*>(types));
-  SetUserIdAndSecContext(user, security);
+  switch_back(s);
   if (plan == nullptr)
     throw core::Error(core::sqlstate::internal_error, "could not prepare an idempotency statement",
                       SPI_result_code_string(SPI_result));
@@ -95,14 +124,11 @@ uint64 run(SPIPlanPtr plan, bool latest_snapshot, Oid owner, const Datum* values
   // The caller was authorized for the namespace (policy.cpp); the table's
   // privileges are the owner's. An error raised while switched aborts the
   // (sub)transaction, which restores the user as it was.
-  Oid user;
-  int security;
-  GetUserIdAndSecContext(&user, &security);
-  if (OidIsValid(owner)) SetUserIdAndSecContext(owner, security | SECURITY_LOCAL_USERID_CHANGE);
+  const Switched s = switch_to(owner);
   const int rc = latest_snapshot ? SPI_execute_snapshot(plan, const_cast<Datum*>(values), nulls, GetLatestSnapshot(),
                                                         InvalidSnapshot, true, false, 1)
                                  : SPI_execute_plan(plan, const_cast<Datum*>(values), nulls, false, 0);
-  SetUserIdAndSecContext(user, security);
+  switch_back(s);
   if (rc < 0)
     throw core::Error(core::sqlstate::internal_error, "an idempotency statement failed", SPI_result_code_string(rc));
   const uint64 processed = SPI_processed;

@@ -10,12 +10,14 @@
 #include <string>
 
 extern "C" {
+#include "access/genam.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/index.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_inherits.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 #include "storage/lmgr.h"
@@ -169,6 +171,21 @@ ShapeProblem shape_problem(Relation rel) {
     appendStringInfo(&why, "%s is not a plain table.", name);
     return {why.data, nullptr};
   }
+  if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT) {
+    appendStringInfo(&why,
+                     "%s is %s: a crash%s would lose records that were committed, and their retries would begin "
+                     "again.",
+                     name, rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ? "unlogged" : "temporary",
+                     rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ? "" : " or the end of its session");
+    return {why.data, nullptr};
+  }
+  if (has_superclass(RelationGetRelid(rel)) || find_inheritance_children(RelationGetRelid(rel), NoLock) != NIL) {
+    appendStringInfo(&why,
+                     "%s takes part in table inheritance: statements on it would reach other tables' rows (or "
+                     "miss its own).",
+                     name);
+    return {why.data, nullptr};
+  }
   const TupleDesc desc = RelationGetDescr(rel);
   for (int i = 0; i < col_fence; ++i) {
     const Expected& e = expected_columns[i];
@@ -216,13 +233,37 @@ ShapeProblem shape_problem(Relation rel) {
       return {why.data, nullptr};
     }
   }
-  if (!OidIsValid(key_index(rel))) {
+  const Oid key = key_index(rel);
+  if (!OidIsValid(key)) {
     appendStringInfo(&why, "%s has no valid unique index on (namespace, key_value), such as its primary key.",
+                     name);
+    return {why.data, nullptr};
+  }
+  // The index decides which keys are the same: its own collations must
+  // compare by bytes too, whatever the columns'.
+  Relation index = index_open(key, AccessShareLock);
+  bool deterministic = true;
+  for (int i = 0; i < 2; ++i)
+    deterministic = deterministic && (!OidIsValid(index->rd_indcollation[i]) ||
+                                      get_collation_isdeterministic(index->rd_indcollation[i]));
+  index_close(index, AccessShareLock);
+  if (!deterministic) {
+    appendStringInfo(&why,
+                     "The unique index of %s on (namespace, key_value) has a nondeterministic collation: keys must "
+                     "compare by their bytes.",
                      name);
     return {why.data, nullptr};
   }
   pfree(why.data);
   return {nullptr, nullptr};
+}
+
+// How a message names a store: by its namespace, or, for the
+// administration functions, which act on a table for every namespace, by
+// the table. Call it only inside the throw expression.
+std::string store_subject(const text* ns, const char* table) {
+  if (VARSIZE_ANY_EXHDR(ns) > 0) return "the store of idempotency namespace \"" + string_of(ns) + "\"";
+  return std::string("the idempotency store ") + (table != nullptr ? table : "(dropped)");
 }
 
 // What is known of table relid, which is locked: read from the catalogs
@@ -242,9 +283,10 @@ Known know(Oid relid, bool own, Oid own_pkey, const text* ns) {
       k.direct = OidIsValid(k.expires_index);
     }
     table_close(rel, NoLock);
+    const char* table = problem.problem != nullptr ? get_rel_name(relid) : nullptr;  // before any std::string
     if (problem.problem != nullptr)
       throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                        "the store of idempotency namespace \"" + string_of(ns) + "\" cannot be used",
+                        store_subject(ns, table) + " cannot be used",
                         problem.problem,
                         problem.fix != nullptr ? problem.fix
                                                : "docs/api.md gives the table a store needs; fix it, or bind the "
@@ -304,7 +346,7 @@ Store open_store(const text* ns, Oid store_table, LOCKMODE mode, const Call& cal
     LockRelationOid(table, mode);
     if (!own && !exists(table))
       throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                        "the store of idempotency namespace \"" + string_of(ns) + "\" no longer exists",
+                        store_subject(ns, nullptr) + " no longer exists",
                         "The table the namespace is bound to was dropped, and its records with it.",
                         "Bind the namespace to another store with idem_bind_store, or to the extension's table "
                         "with idem_bind_store(namespace, NULL).");
@@ -336,7 +378,7 @@ Store open_whole_store(const text* ns, Oid bound, LOCKMODE mode, bool* distribut
   LockRelationOid(bound, mode);
   if (!exists(bound))
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      "the store of idempotency namespace \"" + string_of(ns) + "\" no longer exists",
+                      store_subject(ns, nullptr) + " no longer exists",
                       "The table the namespace is bound to was dropped, and its records with it.");
   HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(bound));
   const Oid owner = HeapTupleIsValid(tuple) ? reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner : InvalidOid;

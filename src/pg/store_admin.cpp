@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "utils/syscache.h"
 #include "funcapi.h"
 #include "utils/timestamp.h"
 }
@@ -40,7 +41,8 @@ pg::Statement is_bound = {
 // opened and locked for writing: for a table Citus distributes, its shell
 // (distributed is then set). Raises 42809 for a table no namespace is bound
 // to.
-pg::Store store_arg(FunctionCallInfo fcinfo, int argno, const text* ns, bool* distributed) {
+pg::Store store_arg(FunctionCallInfo fcinfo, int argno, const text* ns, bool* distributed,
+                    LOCKMODE mode = RowExclusiveLock) {
   pg::require_trusted_settings();
   const Oid relid = PG_ARGISNULL(argno) ? InvalidOid : PG_GETARG_OID(argno);
   const Datum values[1] = {ObjectIdGetDatum(relid)};
@@ -48,7 +50,7 @@ pg::Store store_arg(FunctionCallInfo fcinfo, int argno, const text* ns, bool* di
     throw core::Error(core::sqlstate::wrong_object_type,
                       "relation with OID " + std::to_string(relid) + " is not an idempotency store",
                       "No idempotency namespace is bound to it.");
-  return pg::open_whole_store(ns, relid, RowExclusiveLock, distributed);
+  return pg::open_whole_store(ns, relid, mode, distributed);
 }
 
 // Each namespace's lease, as purge needs them: namespaces and seconds.
@@ -80,6 +82,27 @@ const pg::StoreStatement purge_chunk = {
     " DELETE FROM @store@ r USING doomed d WHERE r.ctid OPERATOR(pg_catalog.=) d.ctid",
     4,
     {INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, FLOAT8OID}};
+
+// A namespace's records (or those in progress) in a store.
+const pg::StoreStatement count_records = {
+    "SELECT pg_catalog.count(*) FROM @store@ r WHERE r.namespace OPERATOR(pg_catalog.=) $1"
+    " AND ($2 IS FALSE OR r.status OPERATOR(pg_catalog.=) 'in_progress')",
+    2,
+    {TEXTOID, BOOLOID}};
+
+// What idem_namespace_stats shows of a store, one object per namespace.
+const pg::StoreStatement store_stats = {
+    "SELECT pg_catalog.jsonb_agg(s) FROM (SELECT r.namespace,"
+    " pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'in_progress') AS in_progress,"
+    " pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'committed') AS committed,"
+    " pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'failed') AS failed,"
+    " pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(r.created_at)"
+    "   FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'in_progress') AS oldest_in_progress_age,"
+    " pg_catalog.count(*) FILTER (WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()) AS expired,"
+    " pg_catalog.sum(pg_catalog.pg_column_size(r.*))::pg_catalog.int8 AS row_bytes"
+    " FROM @store@ r GROUP BY r.namespace) s",
+    0,
+    {}};
 
 const pg::StoreStatement forget_requests = {
     "UPDATE @store@ r SET request_payload = NULL"
@@ -154,6 +177,38 @@ IDEM_FUNCTION(idem_store_problem) {
     if (p.fix != nullptr) values[1] = PointerGetDatum(cstring_to_text(p.fix)), nulls[1] = false;
   }
   PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+// idem_store_count(store regclass, namespace text, in_progress_only
+// boolean): how many records (or records in progress) the namespace has in
+// store (NULL: the extension's table), read as the store's owner: a
+// SECURITY DEFINER read would run whatever the owner made of the table
+// (a rule, a view) with the extension owner's rights. A store that was
+// dropped holds none.
+IDEM_FUNCTION(idem_store_count) {
+  text* ns = pg::namespace_arg(fcinfo, 1);
+  if (!PG_ARGISNULL(0) && !SearchSysCacheExists1(RELOID, PG_GETARG_DATUM(0))) PG_RETURN_INT64(0);
+  bool distributed;
+  const pg::Store store = store_arg(fcinfo, 0, ns, &distributed, AccessShareLock);
+  const Datum values[2] = {PointerGetDatum(ns), BoolGetDatum(!PG_ARGISNULL(2) && PG_GETARG_BOOL(2))};
+  Datum row[1];
+  bool nulls[1] = {true};
+  (void)pg::execute(count_records, store, values, "  ", row, nulls);
+  PG_RETURN_INT64(nulls[0] ? 0 : DatumGetInt64(row[0]));
+}
+
+// idem_store_stats(store regclass): idem_namespace_stats's figures for
+// each namespace in store (NULL: the extension's table), as a jsonb array,
+// read as the store's owner (see idem_store_count).
+IDEM_FUNCTION(idem_store_stats) {
+  text* none = cstring_to_text("");
+  bool distributed;
+  const pg::Store store = store_arg(fcinfo, 0, none, &distributed, AccessShareLock);
+  Datum row[1];
+  bool nulls[1] = {true};
+  (void)pg::execute(store_stats, store, nullptr, "", row, nulls);
+  if (nulls[0]) PG_RETURN_NULL();
+  PG_RETURN_DATUM(row[0]);
 }
 
 // idem_store_distribution(store regclass): how Citus distributes the table:

@@ -294,6 +294,39 @@ like($dropper->{stderr}, qr/cannot drop idempotency namespace "drop-me"/, '  the
 $dropper->quit;
 $holder->quit;
 
+# A node whose copy of the registry holds OIDs that name other roles and
+# tables there (as Citus's binary copy to a node added later, or a
+# rebalance, leaves it): a grant whose role has another name counts for
+# nothing, a store of another name is refused, until idem_distribute_registry
+# writes the rows again by name.
+my $w = $workers[0];
+my ($local_key) = grep { owner_of($_)->port == $w->port } map { "local-$_" } 1 .. 40;
+$coordinator->safe_psql($db, q{CREATE ROLE mallory LOGIN; GRANT USAGE ON SCHEMA shop, idempotency TO mallory});
+my ($config_placement, $grant_placement) = map {
+	$coordinator->safe_psql($db, qq{
+		SELECT shard_name(logicalrelid, shardid, false) FROM pg_dist_shard WHERE logicalrelid = 'idempotency.$_'::regclass})
+} qw(idem_namespace_config idem_namespace_grant);
+$w->safe_psql($db, qq{
+	SET citus.enable_manual_changes_to_shards = on;
+	UPDATE $grant_placement SET grantee = 'mallory'::regrole WHERE namespace = 'pay' AND grantee = 'app'::regrole;});
+($ret, $o, $e) = $w->psql($db, qq{SELECT kind FROM shop.idem_records_begin('pay', '$local_key', '{}')},
+	extra_params => [ '-U', 'mallory', '-v', 'VERBOSITY=verbose' ]);
+like($e, qr/ERROR:  42501: permission denied for idempotency namespace "pay"/,
+	'registry by OID: a grant whose role has another name on this node gives that role nothing');
+($ret, $o, $e) = $w->psql($db, qq{SELECT kind FROM shop.idem_records_begin('pay', '$local_key', '{}')},
+	extra_params => [ '-U', 'app', '-v', 'VERBOSITY=verbose' ]);
+like($e, qr/ERROR:  42501: permission denied for idempotency namespace "pay"/, '  nor its grantee, there');
+$w->safe_psql($db, qq{
+	SET citus.enable_manual_changes_to_shards = on;
+	UPDATE $config_placement SET store = 'shop.payments'::regclass WHERE namespace = 'pay';});
+($ret, $o, $e) = $w->psql($db, qq{SELECT kind FROM shop.idem_records_begin('pay', '$local_key', '{}')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($e, qr/ERROR:  55000: this node's idempotency registry names another table as the store of namespace "pay"/,
+	'registry by OID: a store of another name on this node is refused');
+$coordinator->safe_psql($db, q{SELECT idempotency.idem_distribute_registry()});
+($out) = as_app($w, qq{BEGIN; SELECT kind FROM shop.idem_records_begin('pay', '$local_key', '{}'); ROLLBACK;});
+is($out, 'fresh', '  idem_distribute_registry writes the rows again by name, and the node answers');
+
 # 9. 16 retrying clients over 2,000 keys on all three nodes: each pays a key
 #    (a payment colocated with the record) once; a quarter of the fresh
 #    attempts roll back after paying, some fail transiently. Then again on
@@ -364,13 +397,16 @@ $client->query_safe(qq{
 	INSERT INTO shop.ledger (key_value) VALUES ('$victim_key');
 	SELECT shop.idem_records_commit('pay', '$victim_key', '{"paid": 6}');});
 $client->query_until(qr/committing/, "\\echo committing\nCOMMIT;\n");
-ok($coordinator->poll_query_until($db, q{SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'SyncRep'}),
+ok($coordinator->poll_query_until($db, q{
+	SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE wait_event = 'SyncRep' AND backend_type = 'client backend' AND query LIKE 'COMMIT%'}),
 	'crash: the coordinator committed and waits before COMMIT PREPARED');
 is($victim->safe_psql($db, 'SELECT count(*) FROM pg_prepared_xacts'), '1', '  the worker holds the prepared transaction');
 $victim->stop('immediate');
 $victim->start;
 $coordinator->safe_psql($db, q{SET synchronous_commit = local;
-	SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'});
+	SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+	WHERE wait_event = 'SyncRep' AND backend_type = 'client backend' AND query LIKE 'COMMIT%'});
 $client->quit;
 $coordinator->adjust_conf('postgresql.conf', 'synchronous_standby_names', "''");
 $coordinator->reload;
@@ -397,6 +433,11 @@ is($coordinator->safe_psql($db, q{SELECT count(*) FROM shop.idem_records WHERE k
 is($coordinator->safe_psql($db, q{SELECT committed FROM idempotency.idem_namespace_stats WHERE namespace = 'pay'}),
 	$coordinator->safe_psql($db, q{SELECT count(*) FROM shop.idem_records WHERE namespace = 'pay' AND status = 'committed'}),
 	'stats: idem_namespace_stats counts the distributed store');
+is($coordinator->safe_psql($db, q{
+	SELECT count(*) FILTER (WHERE nodeid = 1 AND (result::jsonb ->> 'begin_fresh')::bigint = 0) || ' '
+	       || (sum((result::jsonb ->> 'begin_fresh')::bigint) > 0)
+	FROM run_command_on_all_nodes($$SELECT row_to_json(s) FROM idempotency.idem_stats s$$)}), '1 true',
+	'stats: the counters are each node\'s (the coordinator answered no begin), summed over the nodes');
 
 # 12. A store distributed by namespace, colocated with the service's table
 #     distributed by tenant: each tenant's calls and rows on one node, one
@@ -437,8 +478,9 @@ $coordinator->safe_psql($db, q{
 	SELECT idempotency.idem_commit('legacy', 'l-1', '{"ok": 1}');
 	COMMIT;
 	BEGIN;
-	INSERT INTO shop.idem_records SELECT * FROM idempotency.idempotency_record WHERE namespace = 'legacy';
-	DELETE FROM idempotency.idempotency_record WHERE namespace = 'legacy';
+	SELECT idempotency.idem_lock_namespace('legacy');
+	WITH moved AS (DELETE FROM idempotency.idempotency_record WHERE namespace = 'legacy' RETURNING *)
+	INSERT INTO shop.idem_records SELECT * FROM moved;
 	SELECT idempotency.idem_bind_store('legacy', 'shop.idem_records');
 	COMMIT;});
 ($out) = as_app($workers[0], q{SELECT kind || ' ' || result FROM shop.idem_records_begin('legacy', 'l-1', '{"a": 1}')});
