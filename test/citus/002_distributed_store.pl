@@ -247,6 +247,16 @@ $coordinator->safe_psql($db, q{
 like($e, qr/ERROR:  0A000: cannot bind idempotency namespace "other" to shop\.replicated/,
 	'refusals: a reference table cannot be a store');
 
+# A store whose name leaves no room for its entry points' names.
+($ret, $o, $e) = $coordinator->psql($db, q{
+	SET ROLE app;
+	SELECT idempotency.idem_create_store('shop.records_of_a_service_with_a_really_very_long_name_xyz');
+	SELECT create_distributed_table('shop.records_of_a_service_with_a_really_very_long_name_xyz', 'key_value');
+	SELECT * FROM idempotency.idem_create_entry_points('shop.records_of_a_service_with_a_really_very_long_name_xyz');},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($e, qr/ERROR:  42622: the name of store shop\.records_of_a_service_with_a_really_very_long_name_xyz is too long for its entry points/,
+	'refusals: a store name too long for its entry points');
+
 # A distributed table can be dropped as ever; the bound store cannot, nor
 # replaced by Citus's alter_distributed_table (it drops the old table).
 $coordinator->safe_psql($db, q{
