@@ -237,6 +237,7 @@ DECLARE
     batches integer := 0;
     n bigint;
     store regclass;
+    problem text;
 BEGIN
     IF batch_size IS NULL OR batch_size < 1 THEN
         RAISE EXCEPTION 'invalid purge batch size'
@@ -258,15 +259,15 @@ BEGIN
         (SELECT DISTINCT c.store FROM @extschema@.idem_namespace_config c
          WHERE c.store IS NOT NULL AND EXISTS (SELECT FROM pg_class t WHERE t.oid = c.store) ORDER BY 1)
     LOOP
+        -- A store that can no longer be used (its shape changed) is
+        -- skipped, so that the others are still purged.
+        problem := (SELECT p.problem FROM @extschema@.idem_store_problem(store) p);
+        IF problem IS NOT NULL THEN
+            RAISE WARNING 'idempotency: cannot purge %: %', store, problem;
+            CONTINUE;
+        END IF;
         LOOP
-            BEGIN
-                n := @extschema@.idem_store_purge(store, batch_size);
-            EXCEPTION WHEN object_not_in_prerequisite_state OR feature_not_supported THEN
-                -- A store that can no longer be used (its shape changed) is
-                -- skipped, so that the others are still purged.
-                RAISE WARNING 'idempotency: cannot purge %: %', store, SQLERRM;
-                EXIT;
-            END;
+            n := @extschema@.idem_store_purge(store, batch_size);
             total := total + n;
             IF n > 0 THEN
                 batches := batches + 1;   -- max_batches counts the chunks that deleted something
@@ -555,6 +556,7 @@ AS $$
 DECLARE
     t regclass;
     figures jsonb;
+    problem text;
 BEGIN
     FOR t IN
         SELECT NULL::regclass
@@ -562,13 +564,13 @@ BEGIN
         (SELECT DISTINCT c.store FROM @extschema@.idem_namespace_config c
          WHERE c.store IS NOT NULL AND EXISTS (SELECT FROM pg_class r WHERE r.oid = c.store) ORDER BY 1)
     LOOP
-        BEGIN
-            figures := @extschema@.idem_store_stats(t);   -- read as the store's owner
-        EXCEPTION WHEN object_not_in_prerequisite_state OR feature_not_supported THEN
-            -- A store that is no longer usable (its shape changed) shows no rows.
-            RAISE WARNING '%', SQLERRM;
+        -- A store that can no longer be used (its shape changed) shows no rows.
+        problem := (SELECT p.problem FROM @extschema@.idem_store_problem(t) p);
+        IF problem IS NOT NULL THEN
+            RAISE WARNING 'idempotency: cannot read %: %', t, problem;
             CONTINUE;
-        END;
+        END IF;
+        figures := @extschema@.idem_store_stats(t);   -- read as the store's owner
         RETURN QUERY
             SELECT s.namespace, s.in_progress, s.committed, s.failed, s.oldest_in_progress_age, s.expired,
                    s.row_bytes, t
