@@ -22,7 +22,9 @@ SELECT count(*) AS extensions_table_before FROM idempotency_record \gset
 SET ROLE regress_idem_svc;
 SELECT idem_create_store('app.records');
 RESET ROLE;
-SELECT relowner::regrole AS owner, relacl FROM pg_class WHERE oid = 'app.records'::regclass;
+SELECT relowner::regrole AS owner,
+       (SELECT count(*) FROM aclexplode(relacl) a WHERE a.grantee <> relowner) AS privileges_of_others
+FROM pg_class WHERE oid = 'app.records'::regclass;
 SELECT indexdef FROM pg_indexes WHERE schemaname = 'app' AND tablename = 'records' ORDER BY 1;
 SELECT idem_create_store(NULL);
 SELECT idem_create_store('records');

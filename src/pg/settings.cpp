@@ -114,9 +114,14 @@ void define_settings() {
   // A placeholder's reset value is the one that stood for the configured
   // value (the server's, a database's, a role's or a connection's); a value
   // only SET in the session hid nothing, and its refusal loses nothing.
+  // (PostgreSQL 16 and later give a placeholder an empty reset value until
+  // one is set; none of these settings can be empty.)
   const bool late = !process_shared_preload_libraries_in_progress;
-  for (Guarded& g : guarded)
-    g.existed = late && GetConfigOption(g.name, true, false) != nullptr && GetConfigOptionResetString(g.name) != nullptr;
+  for (Guarded& g : guarded) {
+    const char* reset = late && GetConfigOption(g.name, true, false) != nullptr ? GetConfigOptionResetString(g.name)
+                                                                                : nullptr;
+    g.existed = reset != nullptr && reset[0] != '\0';
+  }
   loading = true;
   DefineCustomIntVariable(
       "idempotency.replay_window", "Default replay window of idem_begin.",
