@@ -69,20 +69,26 @@ void forget_citus(Datum, Oid relid) noexcept {
   }
 }
 
+// The column named name of tuple (of Citus's catalog rel); null is set
+// when it is NULL or the catalog has no such column.
+Datum column(Relation rel, HeapTuple tuple, const char* name, bool* null) {
+  const AttrNumber att = get_attnum(RelationGetRelid(rel), name);
+  *null = true;
+  return att == InvalidAttrNumber ? 0 : heap_getattr(tuple, att, RelationGetDescr(rel), null);
+}
+
 // The int4 column named name of tuple (of rel), or fallback when NULL.
 int32 int4_column(Relation rel, HeapTuple tuple, const char* name, int32 fallback, bool* is_null) {
-  const AttrNumber att = get_attnum(RelationGetRelid(rel), name);
-  bool null = true;
-  const Datum d = att == InvalidAttrNumber ? 0 : heap_getattr(tuple, att, RelationGetDescr(rel), &null);
+  bool null;
+  const Datum d = column(rel, tuple, name, &null);
   if (is_null != nullptr) *is_null = null;
   return null ? fallback : DatumGetInt32(d);
 }
 
 // The "char" column named name of tuple (of rel), or '\0' when NULL.
 char char_column(Relation rel, HeapTuple tuple, const char* name) {
-  const AttrNumber att = get_attnum(RelationGetRelid(rel), name);
-  bool null = true;
-  const Datum d = att == InvalidAttrNumber ? 0 : heap_getattr(tuple, att, RelationGetDescr(rel), &null);
+  bool null;
+  const Datum d = column(rel, tuple, name, &null);
   return null ? '\0' : DatumGetChar(d);
 }
 
@@ -223,9 +229,8 @@ CitusTable citus_table(Oid relid) {
     t.replication = char_column(rel, tuple, "repmodel");
     // partkey: the distribution column as a node (a Var), NULL for a
     // reference table.
-    const AttrNumber att = get_attnum(partition, "partkey");
-    bool null = true;
-    const Datum d = att == InvalidAttrNumber ? 0 : heap_getattr(tuple, att, RelationGetDescr(rel), &null);
+    bool null;
+    const Datum d = column(rel, tuple, "partkey", &null);
     if (!null) {
       Node* node = static_cast<Node*>(stringToNode(TextDatumGetCString(d)));
       if (node != nullptr && IsA(node, Var)) t.column = castNode(Var, node)->varattno;

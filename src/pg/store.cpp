@@ -334,10 +334,9 @@ Oid call_table(const text* ns, Oid bound, const Call& call) {
                      psprintf("%s (made by idem_create_entry_points)", entry_point));
 }
 
-}  // namespace
-
-Store open_store(const text* ns, Oid store_table, LOCKMODE mode, const Call& call) {
-  const Oid bound = call_table(ns, store_table, call);
+// The store in table bound (InvalidOid: the extension's), locked as
+// open_store describes: the table itself, never a shard of it.
+Store open_table(const text* ns, Oid bound, LOCKMODE mode) {
   for (;;) {
     const bool own = !OidIsValid(bound);
     OwnTable extension{};
@@ -372,18 +371,19 @@ Store open_store(const text* ns, Oid store_table, LOCKMODE mode, const Call& cal
   }
 }
 
+}  // namespace
+
+Store open_store(const text* ns, Oid bound, LOCKMODE mode, const Call& call) {
+  return open_table(ns, call_table(ns, bound, call), mode);
+}
+
 Store open_whole_store(const text* ns, Oid bound, LOCKMODE mode, bool* distributed) {
-  *distributed = OidIsValid(bound) && citus_installed() && citus_table(bound).method != '\0';
-  if (!*distributed) return open_store(ns, bound, mode, Call{nullptr, false, "purge"});
-  LockRelationOid(bound, mode);
-  if (!exists(bound))
-    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      store_subject(ns, nullptr) + " no longer exists",
-                      "The table the namespace is bound to was dropped, and its records with it.");
-  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(bound));
-  const Oid owner = HeapTupleIsValid(tuple) ? reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner : InvalidOid;
-  if (HeapTupleIsValid(tuple)) ReleaseSysCache(tuple);
-  return Store{bound, InvalidOid, InvalidOid, owner, false, true, false};
+  *distributed = citus_distributes(bound);
+  Store store = open_table(ns, bound, mode);
+  // A Citus shell holds no rows: its statements go through Citus, never
+  // to its heap.
+  if (*distributed) store.direct = false, store.expires_index = InvalidOid;
+  return store;
 }
 
 ShapeProblem store_shape_problem(Oid relid) {
