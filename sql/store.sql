@@ -263,3 +263,18 @@ BEGIN;
 SELECT (idem_begin('payments', 'order-7', '{}')).kind AS first_call,
        (idem_begin('payments', 'order-7', '{}')).kind AS second_call;
 ROLLBACK;
+
+-- A replay (or mismatch) of a finished record is final and takes neither
+-- the namespace's lock nor the key's: no advisory lock is held after it. A
+-- begin that may write holds its namespace's lock to the end.
+BEGIN;
+SELECT kind FROM idem_begin('payments', 'replay-lock', '{}');
+SELECT idem_commit('payments', 'replay-lock', '{"ok": true}');
+COMMIT;
+BEGIN;
+SELECT kind FROM idem_begin('payments', 'replay-lock', '{}');
+SELECT kind FROM idem_begin('payments', 'replay-lock', '{"other": 1}');
+SELECT count(*) AS advisory_locks FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+SELECT kind FROM idem_begin('payments', 'replay-lock-2', '{}');
+SELECT mode, count(*) AS advisory_locks FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() GROUP BY mode;
+ROLLBACK;

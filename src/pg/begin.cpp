@@ -297,32 +297,85 @@ void wait_for(TransactionId xid, TimestampTz deadline) {
   AtEOXact_GUC(true, nest_level);
 }
 
-// The body of every entry point (see below). Under the namespace lock and
-// then the per-key lock, probe the key: nothing there inserts an
-// in_progress row (fresh); a row another transaction has not committed is
-// in flight (waited for up to idempotency.in_flight_wait); a committed row
-// replays by status, or is a mismatch when its request hash differs; an
-// abandoned in_progress row is taken over (fresh, with the next attempt
-// number and a new fence). Nothing about the namespace's records is read
-// before the caller is authorized for it.
+// What a begin asks of its namespace's policy: the replay window (checked
+// with the request's size before anything is read) and the key as stored.
+struct Asked {
+  Interval* window;
+  text* key;
+};
+
+Asked asked(FunctionCallInfo fcinfo, const pg::Policy& policy, const text* ns, const text* given_key,
+            const Jsonb* request) {
+  Interval* window = replay_window(fcinfo, 3, policy, ns);
+  pg::check_payload_size(request, "request", ns, policy);
+  return {window, pg::stored_key(given_key, policy)};
+}
+
+// The answer of a record whose work is done (committed or failed, or an
+// in_progress record with another request): its replay, or a mismatch.
+Outcome finished_outcome(const pg::Probe& p, Datum submitted, const pg::Policy& policy) {
+  if (!pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted))) {
+    // With store_request off the recorded request is never shown, even
+    // one kept from before it was switched off.
+    Outcome o = outcome(mismatch, submitted);
+    o.values[f_recorded_request] = p.request_payload;
+    o.nulls[f_recorded_request] = p.request_null || !policy.store_request;
+    o.values[f_recorded_hash] = p.request_hash, o.nulls[f_recorded_hash] = false;
+    return o;
+  }
+  Outcome o = outcome(p.status == 'c' ? prior_result : prior_error, submitted);
+  if (p.status == 'c')
+    o.values[f_result] = p.result_payload, o.nulls[f_result] = p.result_null;
+  else
+    o.values[f_error] = p.error_payload, o.nulls[f_error] = p.error_null;
+  return o;
+}
+
+// The body of every entry point (see below). A committed or failed record
+// that no running transaction is changing is final: its replay (or
+// mismatch) is answered from a first look, without the namespace's or the
+// key's lock (docs/internals.md, "A replay without locks"). Anything else
+// is decided under the namespace lock and then the per-key lock, probing
+// again: nothing there inserts an in_progress row (fresh); a row another
+// transaction has not committed is in flight (waited for up to
+// idempotency.in_flight_wait); a committed row replays by status, or is a
+// mismatch when its request hash differs; an abandoned in_progress row is
+// taken over (fresh, with the next attempt number and a new fence).
+// Nothing about the namespace's records is read before the caller is
+// authorized for it.
 Datum begin(FunctionCallInfo fcinfo) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   Jsonb* request = pg::payload_arg(fcinfo, 2, "request");
-  // A caller not granted the namespace is refused before it takes the
-  // namespace's lock, whose tag would show a pg_locks reader which tag is
-  // that namespace's. The policy is then read again under the lock that
+  // RowExclusiveLock on the table, as INSERT ... ON CONFLICT takes it, when
+  // the begin may write: taking it only after the probe (a lock upgrade)
+  // could deadlock with REINDEX or CREATE INDEX. A read-only transaction (a
+  // standby) may take only AccessShareLock, and never writes.
+  const LOCKMODE table_lock = XactReadOnly ? AccessShareLock : RowExclusiveLock;
+  const Datum submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
+  const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
+  {
+    const pg::Policy policy = pg::authorize(ns);
+    pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
+    const Asked a = asked(fcinfo, policy, ns, given_key, request);
+    const pg::Store store = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, "begin"});
+    const pg::Probe p = pg::probe_key(store, ns, a.key, given_key);
+    if (p.found == pg::Found::row && p.status != 'i') {
+      Outcome o = finished_outcome(p, submitted, policy);
+      return to_datum(fcinfo, o);
+    }
+  }
+  // A caller not granted the namespace was refused above, before it could
+  // take the namespace's lock, whose tag would show a pg_locks reader which
+  // tag is that namespace's. The policy is read again under the lock that
   // changing it takes, so no begin can insert a raw key once hash_keys has
   // been switched on.
-  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(pg::authorize(ns).store));
   pg::lock_namespace(ns, ShareLock);
   const pg::Policy policy = pg::authorize(ns);
-  Interval* window = replay_window(fcinfo, 3, policy, ns);
-  pg::check_payload_size(request, "request", ns, policy);
-  text* key = pg::stored_key(given_key, policy);
-  const Datum submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
+  const Asked a = asked(fcinfo, policy, ns, given_key, request);
+  Interval* window = a.window;
+  text* key = a.key;
   // Read the clock only when a wait is configured: most begins never wait.
-  const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
   const TimestampTz deadline = wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0;
 
   // The version of an abandoned record whose takeover found it locked by
@@ -331,12 +384,7 @@ Datum begin(FunctionCallInfo fcinfo) {
   bool waited = false;  // counted once, however many times it looks again
   for (;;) {
     const LOCKTAG lock = pg::lock_key(ns, key);
-    // RowExclusiveLock, as INSERT ... ON CONFLICT takes it, when the begin
-    // may write: taking it only after the probe (a lock upgrade) could
-    // deadlock with REINDEX or CREATE INDEX. A read-only transaction (a
-    // standby) may take only AccessShareLock, and never writes.
-    const pg::Store store = pg::open_store(ns, policy.store, XactReadOnly ? AccessShareLock : RowExclusiveLock,
-                                           pg::Call{key, policy.hash_keys, "begin"});
+    const pg::Store store = pg::open_store(ns, policy.store, table_lock, pg::Call{key, policy.hash_keys, "begin"});
     const bool fenced = store.fenced;
     pg::Probe p = pg::probe_key(store, ns, key, given_key);
     const TimestampTz now = GetCurrentTimestamp();
@@ -403,31 +451,12 @@ Datum begin(FunctionCallInfo fcinfo) {
       return to_datum(fcinfo, o);
     }
 
-    if (!same_request) {
-      // With store_request off the recorded request is never shown, even
-      // one kept from before it was switched off.
-      Outcome o = outcome(mismatch, submitted);
-      o.values[f_recorded_request] = p.request_payload;
-      o.nulls[f_recorded_request] = p.request_null || !policy.store_request;
-      o.values[f_recorded_hash] = p.request_hash, o.nulls[f_recorded_hash] = false;
+    if (same_request && p.status == 'i') {  // committed by a transaction that has not finished the work
+      Outcome o = in_flight_outcome(submitted, p, now);
       return to_datum(fcinfo, o);
     }
-    switch (p.status) {
-      case 'c': {
-        Outcome o = outcome(prior_result, submitted);
-        o.values[f_result] = p.result_payload, o.nulls[f_result] = p.result_null;
-        return to_datum(fcinfo, o);
-      }
-      case 'f': {
-        Outcome o = outcome(prior_error, submitted);
-        o.values[f_error] = p.error_payload, o.nulls[f_error] = p.error_null;
-        return to_datum(fcinfo, o);
-      }
-      default: {  // in_progress, committed by a transaction that has not finished the work
-        Outcome o = in_flight_outcome(submitted, p, now);
-        return to_datum(fcinfo, o);
-      }
-    }
+    Outcome o = finished_outcome(p, submitted, policy);
+    return to_datum(fcinfo, o);
   }
 }
 
