@@ -354,12 +354,20 @@ Datum begin(FunctionCallInfo fcinfo) {
   const LOCKMODE table_lock = XactReadOnly ? AccessShareLock : RowExclusiveLock;
   const Datum submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
   const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
+  // The store as the first look opened it: while its locks are held, its
+  // indexes cannot be replaced nor its triggers changed, so the first look
+  // under the namespace lock uses it again when the policy names the same
+  // table and key.
+  pg::Store opened;
+  Oid opened_for;
+  bool opened_hashed;
   {
     const pg::Policy policy = pg::authorize(ns);
     pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
     const Asked a = asked(fcinfo, policy, ns, given_key, request);
-    const pg::Store store = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, "begin"});
-    const pg::Probe p = pg::probe_key(store, ns, a.key, given_key);
+    opened = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, "begin"});
+    opened_for = policy.store, opened_hashed = policy.hash_keys;
+    const pg::Probe p = pg::probe_key(opened, ns, a.key, given_key);
     if (p.found == pg::Found::row && p.status != 'i') {
       Outcome o = finished_outcome(p, submitted, policy);
       return to_datum(fcinfo, o);
@@ -382,9 +390,12 @@ Datum begin(FunctionCallInfo fcinfo) {
   // another transaction (see below); 0: none.
   TimestampTz locked_version = 0;
   bool waited = false;  // counted once, however many times it looks again
+  bool reuse = opened_for == policy.store && opened_hashed == policy.hash_keys;
   for (;;) {
     const LOCKTAG lock = pg::lock_key(ns, key);
-    const pg::Store store = pg::open_store(ns, policy.store, table_lock, pg::Call{key, policy.hash_keys, "begin"});
+    const pg::Store store =
+        reuse ? opened : pg::open_store(ns, policy.store, table_lock, pg::Call{key, policy.hash_keys, "begin"});
+    reuse = false;
     const bool fenced = store.fenced;
     pg::Probe p = pg::probe_key(store, ns, key, given_key);
     const TimestampTz now = GetCurrentTimestamp();
