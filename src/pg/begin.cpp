@@ -15,7 +15,9 @@ extern "C" {
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 }
 
 #include "../core/error.hpp"
@@ -49,33 +51,46 @@ constexpr const char* kind_labels[kind_count] = {"fresh", "in_flight", "prior_re
 enum Field { f_kind, f_result, f_error, f_recorded_request, f_recorded_hash, f_submitted_hash, f_attempt, f_age,
              f_fence, field_count };
 
-// The outcome's tuple descriptor and enum label OIDs, looked up once per
-// call site and kept in fn_extra.
+// The outcome's tuple descriptor and enum label OIDs, kept for the backend
+// rather than in fn_extra: a prepared statement gets a new FmgrInfo for every
+// execution, so fn_extra would be rebuilt on every call (about 5,000
+// instructions). They are the last function's, valid while the type cache
+// describes its result type as it did (tupDesc_identifier changes when the
+// type does, as an update script's ALTER TYPE changes it).
 struct OutcomeType {
-  TupleDesc desc;
+  Oid function;
+  uint64 identifier;
+  TupleDesc desc;  // in TopMemoryContext; nullptr until built
   Datum kinds[kind_count];
 };
 
+OutcomeType kept{};
+
 OutcomeType& outcome_type(FunctionCallInfo fcinfo) {
-  if (fcinfo->flinfo->fn_extra != nullptr) return *static_cast<OutcomeType*>(fcinfo->flinfo->fn_extra);
-  TupleDesc desc;
-  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+  const Oid function = fcinfo->flinfo->fn_oid;
+  TypeCacheEntry* type = lookup_type_cache(get_func_rettype(function), TYPECACHE_TUPDESC);
+  if (type->tupDesc == nullptr)
     throw core::Error(core::sqlstate::internal_error, "idem_begin must return idem_outcome");
+  if (kept.desc != nullptr && kept.function == function && kept.identifier == type->tupDesc_identifier)
+    return kept;
   // A type with more columns than this library knows would be formed from
   // values past the end of Outcome's arrays (docs/internals.md, "Entry
   // points across releases").
-  if (desc->natts > field_count)
+  if (type->tupDesc->natts > field_count)
     throw core::Error(core::sqlstate::internal_error, "idem_outcome has more columns than this library knows",
                       "Install the library of the extension's version, then reconnect.");
-  MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-  auto* t = static_cast<OutcomeType*>(palloc(sizeof(OutcomeType)));
-  t->desc = BlessTupleDesc(CreateTupleDescCopy(desc));
-  const Oid kind_type = TupleDescAttr(t->desc, 0)->atttypid;
+  const uint64 identifier = type->tupDesc_identifier;
+  Datum kinds[kind_count];
+  const Oid kind_type = TupleDescAttr(type->tupDesc, 0)->atttypid;
   for (int k = 0; k < kind_count; ++k)
-    t->kinds[k] = DirectFunctionCall2(enum_in, CStringGetDatum(kind_labels[k]), ObjectIdGetDatum(kind_type));
+    kinds[k] = DirectFunctionCall2(enum_in, CStringGetDatum(kind_labels[k]), ObjectIdGetDatum(kind_type));
+  MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+  TupleDesc desc = BlessTupleDesc(CreateTupleDescCopy(type->tupDesc));
   MemoryContextSwitchTo(old);
-  fcinfo->flinfo->fn_extra = t;
-  return *t;
+  if (kept.desc != nullptr) FreeTupleDesc(kept.desc);
+  kept.function = function, kept.identifier = identifier, kept.desc = desc;
+  std::copy(kinds, kinds + kind_count, kept.kinds);
+  return kept;
 }
 
 // An answer: its kind and the columns of idem_outcome after kind, all NULL
