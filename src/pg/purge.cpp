@@ -15,6 +15,7 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -266,6 +267,14 @@ void expires_key(ScanKeyData& key, Relation index, StrategyNumber strategy, RegP
 }  // namespace
 
 int64 purge_direct(const Store& store, int32 batch, const Leases& given) {
+  // The executor's refusal of a DELETE in a read-only transaction (a
+  // standby's included), which the statement met before anything else.
+  if (XactReadOnly)
+    throw core::Error(core::sqlstate::read_only_sql_transaction, "cannot execute DELETE in a read-only transaction",
+                      RecoveryInProgress() ? "The server is a standby in recovery: purging is a write."
+                                           : "The transaction is read-only (SET TRANSACTION READ ONLY, or "
+                                             "default_transaction_read_only): purging is a write.",
+                      RecoveryInProgress() ? "Purge on the primary." : "Purge in a read-write transaction.");
   LockRelationOid(store.expires_index, AccessShareLock);
   if (!still_the_index(store.expires_index, store.table)) {
     UnlockRelationOid(store.expires_index, AccessShareLock);

@@ -11,7 +11,7 @@
 -- purge_direct.spec.
 BEGIN;
 SET search_path = idempotency, public;
-SELECT plan(16);
+SELECT plan(17);
 CREATE EXTENSION IF NOT EXISTS amcheck;
 
 -- n committed records of namespace ns in table t, all expired at the same
@@ -115,6 +115,13 @@ CREATE TRIGGER note BEFORE DELETE ON pd_app.records FOR EACH ROW EXECUTE FUNCTIO
 SELECT pg_temp.expired('pd_app.records', 'pd-bound', 4, 't');
 SELECT is(idem_store_purge('pd_app.records', 10), 4::bigint, 'with a trigger: purged through the statement');
 SELECT is((SELECT count(*) FROM pd_app.deleted), 4::bigint, 'which fired the trigger for each record');
+
+-- A read-only transaction refuses the purge, as the executor refused its DELETE.
+SAVEPOINT read_only;
+SET LOCAL transaction_read_only = on;
+SELECT throws_ok($$SELECT idempotency.idem_store_purge(NULL, 10)$$, '25006',
+                 'cannot execute DELETE in a read-only transaction', 'a read-only transaction cannot purge');
+ROLLBACK TO SAVEPOINT read_only;
 
 SELECT * FROM finish();
 ROLLBACK;
