@@ -24,7 +24,7 @@ extern "C" {
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -260,8 +260,16 @@ IndexScanDesc scan_expires(Relation table, Relation index, Snapshot snapshot, Sc
   return scan;
 }
 
-void expires_key(ScanKeyData& key, Relation index, StrategyNumber strategy, RegProcedure op, TimestampTz value) {
-  ScanKeyEntryInitialize(&key, 0, 1, strategy, InvalidOid, index->rd_indcollation[0], op, TimestampTzGetDatum(value));
+// A scan key on the index's expires_at column: its operator of that
+// strategy, from the index's own operator family.
+void expires_key(ScanKeyData& key, Relation index, StrategyNumber strategy, TimestampTz value) {
+  const Oid type = index->rd_opcintype[0];
+  const Oid op = get_opfamily_member(index->rd_opfamily[0], type, type, strategy);
+  if (!OidIsValid(op))
+    throw core::Error(core::sqlstate::internal_error, "the expires_at index has no operator for a purge",
+                      "Its operator family lacks btree strategy " + std::to_string(strategy) + ".");
+  ScanKeyEntryInitialize(&key, 0, 1, strategy, InvalidOid, index->rd_indcollation[0], get_opcode(op),
+                         TimestampTzGetDatum(value));
 }
 
 }  // namespace
@@ -299,19 +307,19 @@ int64 purge_direct(const Store& store, int32 batch, const Leases& given) {
   bool more = true;
   ScanKeyData keys[2];
   if (resuming) {  // the rest of the value it stopped at, then the values after it
-    expires_key(keys[0], index, BTEqualStrategyNumber, F_TIMESTAMPTZ_EQ, from.value);
+    expires_key(keys[0], index, BTEqualStrategyNumber, from.value);
     IndexScanDesc scan = scan_expires(table, index, c.snapshot, keys, 1);
     more = sweep(c, scan, &from.tid);
     index_endscan(scan);
     if (c.purged < batch) {
-      expires_key(keys[0], index, BTGreaterStrategyNumber, F_TIMESTAMPTZ_GT, from.value);
-      expires_key(keys[1], index, BTLessStrategyNumber, F_TIMESTAMPTZ_LT, c.now);
+      expires_key(keys[0], index, BTGreaterStrategyNumber, from.value);
+      expires_key(keys[1], index, BTLessStrategyNumber, c.now);
       scan = scan_expires(table, index, c.snapshot, keys, 2);
       more = sweep(c, scan, nullptr);
       index_endscan(scan);
     }
   } else {
-    expires_key(keys[0], index, BTLessStrategyNumber, F_TIMESTAMPTZ_LT, c.now);
+    expires_key(keys[0], index, BTLessStrategyNumber, c.now);
     IndexScanDesc scan = scan_expires(table, index, c.snapshot, keys, 1);
     more = sweep(c, scan, nullptr);
     index_endscan(scan);
