@@ -310,11 +310,101 @@ def load_while(sync, duration, sql, cancelled_ok=False):
     return end - start, [lat for lat, finished in zip(latencies, ends) if start <= finished <= end]
 
 
+PURGE_COPY_COLUMNS = """namespace text COLLATE "C" NOT NULL, key_value text COLLATE "C" NOT NULL, status text NOT NULL,
+    request_hash bytea NOT NULL, request_payload jsonb, result_payload jsonb, error_payload jsonb,
+    created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, expires_at timestamptz NOT NULL,
+    attempt integer NOT NULL DEFAULT 1, fence bigint"""
+
+
+def purge_copies(names):
+    """Plain copies of the purge rows now in the extension's table, made
+    without its schema: CREATE TABLE with the same columns and a btree on
+    expires_at, filled with the same rows (one table per baseline)."""
+    psql("CREATE SCHEMA IF NOT EXISTS purge_copy")
+    for name in names:
+        psql(f"DROP TABLE IF EXISTS purge_copy.{name}; CREATE TABLE purge_copy.{name} ({PURGE_COPY_COLUMNS});"
+             f" CREATE INDEX ON purge_copy.{name} (expires_at);"
+             f" INSERT INTO purge_copy.{name} SELECT * FROM idempotency.idempotency_record WHERE namespace = 'purge'")
+    psql("VACUUM ANALYZE idempotency.idempotency_record; " +
+         "; ".join(f"VACUUM ANALYZE purge_copy.{name}" for name in names))
+
+
+def timed_with_wal(sql, sync):
+    """Runs sql alone in one session after a checkpoint (so that every run
+    writes its pages' first images alike); returns (seconds, WAL bytes)."""
+    psql("CHECKPOINT")
+    start = psql("SELECT pg_current_wal_insert_lsn()")
+    env = dict(os.environ, PGOPTIONS=f"-c synchronous_commit={sync}")
+    began = time.time()
+    subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-c", sql], env=env, check=True,
+                   capture_output=True, text=True)
+    took = time.time() - began
+    return took, int(psql(f"SELECT pg_current_wal_insert_lsn() - '{start}'::pg_lsn"))
+
+
+# The bare batched loop the issue measured: one transaction, as idem_purge.
+BARE_LOOP = """DO $$DECLARE k bigint; BEGIN LOOP
+    DELETE FROM purge_copy.loop WHERE ctid IN
+        (SELECT ctid FROM purge_copy.loop WHERE expires_at < now() ORDER BY expires_at LIMIT 10000);
+    GET DIAGNOSTICS k = ROW_COUNT; EXIT WHEN k < 10000; END LOOP; END$$"""
+
+
+def purge_alone(n, sync):
+    """n expired rows purged with nothing else running: idem_purge(10000)
+    (one transaction) and idem_purge_batches(10000) (a commit per chunk),
+    against the two baselines on plain copies of the same rows, in the same
+    run: the bare batched ctid loop and one bare DELETE. Returns
+    {name: (rows per s, WAL bytes per row)}."""
+    out = {}
+    for name, sql in (("idem_purge", "SELECT idempotency.idem_purge(10000)"),
+                      ("idem_purge_batches", "CALL idempotency.idem_purge_batches(10000)")):
+        bulk_load("purge", n, expired=True)
+        if name == "idem_purge":
+            purge_copies(["loop", "once"])
+        took, wal = timed_with_wal(sql, sync)
+        left = int(psql("SELECT count(*) FROM idempotency.idempotency_record WHERE namespace = 'purge'"))
+        if left:
+            sys.exit(f"{sql} left {left} expired rows")
+        out[name] = (n / took, wal / n)
+    for name, sql in (("bare batched loop", BARE_LOOP),
+                      ("one bare DELETE", "DELETE FROM purge_copy.once WHERE expires_at < now()")):
+        took, wal = timed_with_wal(sql, sync)
+        out[name] = (n / took, wal / n)
+    psql("DROP SCHEMA purge_copy CASCADE")
+    return out
+
+
+def purge_verdicts(row):
+    """The issue's targets as PASS/MISS lines (never a failure of the run)."""
+    def line(ok, text):
+        print(f"    {'PASS' if ok else 'MISS'}  {text}", flush=True)
+    alone = row["alone"]
+    loop, once = alone["bare batched loop"][0], alone["one bare DELETE"][0]
+    for name in ("idem_purge", "idem_purge_batches"):
+        rate, wal = alone[name]
+        print(f"    {name}(10000) alone: {rate:,.0f} rows/s, {wal:.0f} WAL bytes per row", flush=True)
+    for name in ("bare batched loop", "one bare DELETE"):
+        rate, wal = alone[name]
+        print(f"    {name} on a plain copy: {rate:,.0f} rows/s, {wal:.0f} WAL bytes per row", flush=True)
+    for name in ("idem_purge", "idem_purge_batches"):
+        rate = alone[name][0]
+        line(rate >= 2 * loop, f"{name}: {rate / loop:.2f}x the bare batched loop (target 2x)")
+        line(rate >= 0.8 * once, f"{name}: {rate / once:.2f}x one bare DELETE (target 0.8x)")
+    inserts = row["samples_during"] / row["purge_s"]
+    line(row["rows_per_s"] >= inserts, f"under the load: purged {row['rows_per_s']:,.0f} rows/s, the load inserted"
+         f" {inserts:,.0f} rows/s meanwhile (target: at least that)")
+    line(row["p99_during_ms"] <= 1.2 * row["p99_hog_ms"],
+         f"load p99 {row['p99_during_ms']:.2f} ms during the purge, {row['p99_during_ms'] / row['p99_hog_ms']:.2f}x"
+         f" its p99 beside a CPU-bound statement as long (target 1.2x)")
+
+
 def purge_scenario(rows, args):
     """Purge rate of n expired rows under a concurrent fresh-cycle load, and
     that load's p99 during the purge against the same load without it and
-    beside a CPU-bound statement that runs as long as the purge did."""
+    beside a CPU-bound statement that runs as long as the purge did; before
+    that, the purge alone against the bare baselines (purge_alone)."""
     for sync in ("off", "on"):
+        alone = purge_alone(args.purge_rows, sync)
         baseline = pgbench("extension_fresh.sql", 4, args.purge_load, sync, {"ns": "purgeload", "nkeys": 0, "round": 0})
         bulk_load("purge", args.purge_rows, expired=True)
         took, during = load_while(sync, args.purge_load, "CALL idempotency.idem_purge_batches(10000)")
@@ -331,8 +421,10 @@ def purge_scenario(rows, args):
                      "tps": float("nan"), "mean_ms": float("nan"), "p99_ms": float("nan"),
                      "rows_per_s": rate, "p99_base_ms": percentile(baseline[1], 99),
                      "p99_during_ms": percentile(during, 99), "samples_during": len(during),
-                     "p99_hog_ms": percentile(hog, 99), "purge_s": took})
+                     "p99_hog_ms": percentile(hog, 99), "purge_s": took, "alone": alone,
+                     "wal_per_row": alone["idem_purge_batches"][1]})
         print_progress(rows)
+        purge_verdicts(rows[-1])
 
 
 def growth_scenario(rows, args):

@@ -149,4 +149,19 @@ inline TM_Result heap_delete(Relation rel, ItemPointer tid, CommandId cid, TM_Fa
 #endif
 }
 
+// ---- Table tuple delete -----------------------------------------------------
+// 19 moved table_tuple_delete's changingPart flag to options
+// (TABLE_DELETE_*) after the command id, as heap_delete's above; a store
+// row never moves between partitions, so neither is set. No crosscheck
+// snapshot; wait says whether to wait for a transaction that holds the row
+// (the purge does not: TM_BeingModified instead).
+inline TM_Result table_tuple_delete(Relation rel, ItemPointer tid, CommandId cid, Snapshot snapshot, bool wait,
+                                    TM_FailureData* failure) {
+#if PG_VERSION_NUM >= 190000
+  return ::table_tuple_delete(rel, tid, cid, 0, snapshot, InvalidSnapshot, wait, failure);
+#else
+  return ::table_tuple_delete(rel, tid, cid, snapshot, InvalidSnapshot, wait, failure, false);
+#endif
+}
+
 }  // namespace idem::pg::compat

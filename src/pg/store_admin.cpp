@@ -17,6 +17,7 @@ extern "C" {
 #include "citus.hpp"
 #include "extension.hpp"
 #include "guard.hpp"
+#include "purge.hpp"
 #include "settings.hpp"
 #include "shard.hpp"
 #include "spi.hpp"
@@ -129,6 +130,14 @@ IDEM_FUNCTION(idem_store_purge) {
   Datum values[4] = {Int32GetDatum(batch), lease_rows[0], lease_rows[1],
                      Float8GetDatum(static_cast<double>(pg::in_progress_lease_seconds))};
   const char nulls[5] = {' ', lease_nulls[0] ? 'n' : ' ', lease_nulls[1] ? 'n' : ' ', ' ', '\0'};
+  // A table exactly as installed is purged without the executor (purge.cpp);
+  // -1: its expires_at index was replaced meanwhile, and the statement runs.
+  if (!distributed && store.direct) {
+    const pg::Leases given{lease_nulls[0] ? 0 : lease_rows[0], lease_nulls[1] ? 0 : lease_rows[1],
+                           static_cast<double>(pg::in_progress_lease_seconds)};
+    const int64 purged = pg::purge_direct(store, batch, given);
+    if (purged >= 0) PG_RETURN_INT64(purged);
+  }
   if (!distributed) PG_RETURN_INT64(static_cast<int64>(pg::execute(purge_chunk, store, values, nulls)));
   // A store Citus distributes: the chunk from the shards on this node, each
   // under the lock a move of it waits for (idem_purge runs on every node).

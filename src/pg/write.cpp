@@ -52,17 +52,6 @@ void insert_entries(const Store& store, Relation table, const Datum* values, Ite
   index_close(pkey, NoLock);
 }
 
-// The snapshot a transition reads the record with, as UPDATE's would be:
-// the latest under READ COMMITTED, the transaction's under REPEATABLE READ
-// and SERIALIZABLE; either sees this transaction's own earlier writes.
-// Pushed as the active snapshot; the caller pops it.
-Snapshot push_snapshot() {
-  CommandCounterIncrement();
-  PushCopiedSnapshot(IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : GetLatestSnapshot());
-  UpdateActiveSnapshotCommandId();
-  return GetActiveSnapshot();
-}
-
 // Reads the record for (ns, key) under snapshot into values/nulls (with its
 // tid; values NULL: the tid only); false when there is none or it is not the
 // in_progress record claim names. No proof (Claim::none) names only a record
@@ -174,6 +163,13 @@ bool transition(const Store& store, text* ns, text* key, const Claim& claim, boo
 }
 
 }  // namespace
+
+Snapshot push_snapshot() {
+  CommandCounterIncrement();
+  PushCopiedSnapshot(IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : GetLatestSnapshot());
+  UpdateActiveSnapshotCommandId();
+  return GetActiveSnapshot();
+}
 
 int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, Jsonb* request,
                    TimestampTz now, Interval* window) {

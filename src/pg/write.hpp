@@ -10,6 +10,14 @@
 
 namespace idem::pg {
 
+// The snapshot a statement that writes the store reads with, as UPDATE's
+// or DELETE's would be: the latest under READ COMMITTED, the transaction's
+// under REPEATABLE READ and SERIALIZABLE; either sees this transaction's
+// own earlier writes (it increments the command counter first). Pushed as
+// the active snapshot; the caller pops it. The transitions and the purge
+// (purge.cpp) use it.
+Snapshot push_snapshot();
+
 // Inserts the fresh in_progress record claimed at now, expiring at now +
 // window, and returns the fence it drew. request is NULL when the
 // namespace keeps no request. The caller holds the key's lock and has seen
