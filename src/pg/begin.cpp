@@ -367,8 +367,8 @@ Datum begin(FunctionCallInfo fcinfo) {
   // could deadlock with REINDEX or CREATE INDEX. A read-only transaction (a
   // standby) may take only AccessShareLock, and never writes.
   const LOCKMODE table_lock = XactReadOnly ? AccessShareLock : RowExclusiveLock;
-  const Datum submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
-  const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
+  Datum submitted;
+  int64 wait_ms;
   // The store as the first look opened it: while its locks are held, its
   // indexes cannot be replaced nor its triggers changed, so the first look
   // under the namespace lock uses it again when the policy names the same
@@ -380,20 +380,39 @@ Datum begin(FunctionCallInfo fcinfo) {
     const pg::Policy policy = pg::authorize(ns);
     pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
     const Asked a = asked(fcinfo, policy, ns, given_key, request);
+    // The checks in the order of 0.5.0's (the caller's grant, the
+    // arguments), so that every error is the one it was.
+    submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
+    wait_ms = in_flight_wait_ms(fcinfo, 4);
     opened = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, "begin"});
     opened_for = policy.store, opened_hashed = policy.hash_keys;
     const pg::Probe p = pg::probe_key(opened, ns, a.key, given_key);
     if (p.found == pg::Found::row && p.status != 'i') {
-      Outcome o = finished_outcome(p, submitted, policy);
-      return to_datum(fcinfo, o);
+      // The policy as it is now: one that changed while the table lock was
+      // awaited (hash_keys switched, and a record of the new form committed)
+      // could have looked up another key's record. A record found under the
+      // policy still in force is this key's.
+      const pg::Policy now = pg::authorize(ns);
+      if (now.store == policy.store && now.hash_keys == policy.hash_keys) {
+        Outcome o = finished_outcome(p, submitted, now);
+        return to_datum(fcinfo, o);
+      }
     }
   }
   // A caller not granted the namespace was refused above, before it could
   // take the namespace's lock, whose tag would show a pg_locks reader which
   // tag is that namespace's. The policy is read again under the lock that
   // changing it takes, so no begin can insert a raw key once hash_keys has
-  // been switched on.
-  pg::lock_namespace(ns, ShareLock);
+  // been switched on. The lock is awaited holding no lock of the first
+  // look's on the table: the change that holds it may be moving the
+  // namespace's records and then dropping or altering that table, which
+  // waits for those locks (a deadlock).
+  bool reuse = true;
+  if (!pg::try_lock_namespace(ns, ShareLock)) {
+    pg::release_store(opened, table_lock);
+    reuse = false;
+    pg::lock_namespace(ns, ShareLock);
+  }
   const pg::Policy policy = pg::authorize(ns);
   const Asked a = asked(fcinfo, policy, ns, given_key, request);
   Interval* window = a.window;
@@ -405,7 +424,7 @@ Datum begin(FunctionCallInfo fcinfo) {
   // another transaction (see below); 0: none.
   TimestampTz locked_version = 0;
   bool waited = false;  // counted once, however many times it looks again
-  bool reuse = opened_for == policy.store && opened_hashed == policy.hash_keys;
+  reuse = reuse && opened_for == policy.store && opened_hashed == policy.hash_keys;
   for (;;) {
     const LOCKTAG lock = pg::lock_key(ns, key);
     const pg::Store store =

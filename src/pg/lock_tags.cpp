@@ -114,4 +114,9 @@ void lock_namespace(const text* ns, LOCKMODE mode) {
   (void)LockAcquire(&tag, mode, false, false);
 }
 
+bool try_lock_namespace(const text* ns, LOCKMODE mode) {
+  const LOCKTAG tag = tag_of(tag_bits('n', ns, nullptr), namespace_lock_field4);
+  return LockAcquire(&tag, mode, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
 }  // namespace idem::pg

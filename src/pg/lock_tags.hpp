@@ -29,4 +29,8 @@ void unlock_key(const LOCKTAG& tag);
 // namespace's.
 void lock_namespace(const text* ns, LOCKMODE mode);
 
+// The namespace lock if it is free now; false (and nothing held) when
+// another transaction holds it in a conflicting mode.
+bool try_lock_namespace(const text* ns, LOCKMODE mode);
+
 }  // namespace idem::pg

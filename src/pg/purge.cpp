@@ -51,6 +51,7 @@ struct LeaseTable {
   int count;
   Datum* namespaces;
   Datum* seconds;
+  MemoryContext scratch;  // where a record's age is computed, reset after each
 };
 
 // The lease in seconds of namespace ns: its own, else the server's.
@@ -94,8 +95,14 @@ bool doomed(TupleTableSlot* slot, LeaseTable& leases, TimestampTz now, bool expi
   if (VARSIZE_ANY_EXHDR(status) != 11 || std::memcmp(VARDATA_ANY(status), "in_progress", 11) != 0) return true;
   slot_getsomeattrs(slot, col_updated_at);
   const double lease = lease_of(leases, DatumGetTextPP(slot->tts_values[col_namespace - 1]));
+  // The functions allocate (the interval, the field name and its lowered
+  // copy): in a context of their own, or a chunk that passes a million
+  // leased records would hold a hundred megabytes until it ends.
+  MemoryContext old = MemoryContextSwitchTo(leases.scratch);
   const Datum age = DirectFunctionCall2(timestamp_mi, TimestampTzGetDatum(now), slot->tts_values[col_updated_at - 1]);
   const double seconds = DatumGetFloat8(DirectFunctionCall2(interval_part, CStringGetTextDatum("epoch"), age));
+  MemoryContextSwitchTo(old);
+  MemoryContextReset(leases.scratch);
   return seconds >= lease;
 }
 
@@ -293,7 +300,8 @@ int64 purge_direct(const Store& store, int32 batch, const Leases& given) {
   // replica identity, or subscribers cannot apply them.
   CheckCmdReplicaIdentity(table, CMD_DELETE);
   Relation index = index_open(store.expires_index, NoLock);
-  LeaseTable leases{&given, false, 0, nullptr, nullptr};
+  LeaseTable leases{&given, false, 0, nullptr, nullptr,
+                    AllocSetContextCreate(CurrentMemoryContext, "idempotency purge", ALLOCSET_SMALL_SIZES)};
   bool heapkeyspace, allequalimage;
   _bt_metaversion(index, &heapkeyspace, &allequalimage);
   Chunk c{table, store.expires_index, nullptr, 0, GetCurrentTransactionStartTimestamp(), batch, nullptr, nullptr,
@@ -327,6 +335,7 @@ int64 purge_direct(const Store& store, int32 batch, const Leases& given) {
   // At the end of the expired records the next chunk starts from the
   // oldest again (what was held may have been let go).
   if (!more) forget_resume(nullptr);
+  MemoryContextDelete(leases.scratch);
   ExecDropSingleTupleTableSlot(c.locked);
   ExecDropSingleTupleTableSlot(c.slot);
   PopActiveSnapshot();

@@ -377,6 +377,11 @@ Store open_store(const text* ns, Oid bound, LOCKMODE mode, const Call& call) {
   return open_table(ns, call_table(ns, bound, call), mode);
 }
 
+void release_store(const Store& store, LOCKMODE mode) {
+  UnlockRelationOid(store.pkey, AccessShareLock);
+  UnlockRelationOid(store.table, mode);
+}
+
 Store open_whole_store(const text* ns, Oid bound, LOCKMODE mode, bool* distributed) {
   *distributed = citus_distributes(bound);
   Store store = open_table(ns, bound, mode);

@@ -68,6 +68,12 @@ struct Call {
 };
 Store open_store(const text* ns, Oid bound, LOCKMODE mode, const Call& call);
 
+// Gives back the locks one open_store call took on store's table (in mode)
+// and its primary key, for a caller about to wait for another lock that a
+// holder of a stronger lock on the table may be waiting for. A lock the
+// transaction held before that call stays held.
+void release_store(const Store& store, LOCKMODE mode);
+
 // The store as administration uses it, with its table locked in mode:
 // open_store's for a plain table; for a table Citus distributes its shell,
 // written through SQL that Citus spreads over the shards (distributed
