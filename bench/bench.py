@@ -446,6 +446,194 @@ def growth_scenario(rows, args):
         print_progress(rows)
 
 
+# The store's autovacuum settings that docs/operations.md recommends (see
+# "Autovacuum" there): the steady group runs with them unless
+# --steady-reloptions says otherwise ("none": the server's defaults).
+STEADY_RELOPTIONS = ("autovacuum_vacuum_scale_factor=0.02, autovacuum_vacuum_threshold=10000,"
+                     " autovacuum_vacuum_cost_delay=0, autovacuum_analyze_scale_factor=0.05")
+
+
+def steady_sample(table):
+    """One sample of the store: sizes in bytes of the table (with TOAST, and
+    its main fork) and of each index, live and dead rows, autovacuum runs."""
+    out = psql(f"""SELECT pg_total_relation_size('{table}'::regclass), pg_relation_size('{table}'::regclass),
+                          s.n_live_tup, s.n_dead_tup, s.autovacuum_count, s.n_tup_upd, s.n_tup_hot_upd,
+                          (SELECT string_agg(i.indexrelid::regclass::text || '=' || pg_relation_size(i.indexrelid), ' '
+                                             ORDER BY i.indexrelid::regclass::text)
+                             FROM pg_index i WHERE i.indrelid = '{table}'::regclass)
+                   FROM pg_stat_user_tables s WHERE s.relid = '{table}'::regclass""")
+    total, heap, live, dead, vacuums, upd, hot, indexes = out.split("|")
+    sample = {"total": int(total), "table": int(heap), "n_live_tup": int(live), "n_dead_tup": int(dead),
+              "autovacuums": int(vacuums), "n_tup_upd": int(upd), "n_tup_hot_upd": int(hot)}
+    for entry in indexes.split():
+        name, size = entry.rsplit("=", 1)
+        sample[name.split(".")[-1]] = int(size)
+    return sample
+
+
+def steady_load(sync, duration, started, span, windows):
+    """The 4-client fresh-cycle load of the other groups (pgbench, namespace
+    'steady') for duration seconds; returns (transactions, latencies in ms
+    per window of span seconds from started, by transaction end). Reads
+    pgbench's logs line by line into arrays: 30 minutes at 10,000 tps are
+    18 million transactions."""
+    import array
+    env = dict(os.environ, PGOPTIONS=f"-c synchronous_commit={sync}")
+    per = [array.array("d") for _ in range(windows)]
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(["pgbench", "-n", "-M", "prepared", "-c", "4", "-j", str(THREADS), "-T", str(duration),
+                               "-f", str(SCRIPTS / "extension_fresh.sql"), "-D", "ns=steady",
+                               "-l", "--log-prefix", f"{tmp}/log", DB], env=env, capture_output=True, text=True)
+        failed = re.search(r"number of failed transactions: (\d+)", done.stdout)
+        if done.returncode != 0 or (failed and int(failed.group(1)) > 0):
+            sys.exit(f"pgbench extension_fresh.sql failed:\n{done.stdout}\n{done.stderr}")
+        n = 0
+        for log in pathlib.Path(tmp).glob("log*"):
+            with open(log) as f:
+                for line in f:
+                    fields = line.split()
+                    end = int(fields[4]) + int(fields[5]) / 1e6
+                    per[min(windows - 1, max(0, int((end - started) // span)))].append(int(fields[2]) / 1000.0)
+                    n += 1
+    return n, per
+
+
+def steady_scenario(rows, args):
+    """A steady state: the 4-client fresh-cycle load for args.steady_s seconds
+    in a namespace whose records expire after args.steady_window_s, the purge
+    called every args.steady_purge_s seconds (as pg_cron would), autovacuum
+    on with the table's settings of args.steady_reloptions. Samples the
+    store's sizes every args.steady_sample_s seconds and compares the first
+    and last windows (args.steady_compare_s): p99 of the load, and the sizes
+    of the table and of each index. Prints PASS/MISS lines, never fails."""
+    import threading
+    table = "idempotency.idempotency_record"
+    sync, duration, span = "off", args.steady_s, args.steady_compare_s
+    if psql("SHOW autovacuum") != "on" or psql("SHOW track_counts") != "on":
+        print("  steady: autovacuum or track_counts is off on this server: the group needs both", flush=True)
+        return
+    psql(f"TRUNCATE {table}")
+    reloptions = "" if args.steady_reloptions == "none" else args.steady_reloptions
+    if reloptions:
+        psql(f"ALTER TABLE {table} SET ({reloptions})")
+    psql(f"VACUUM ANALYZE {table}")
+    psql(f"SELECT pg_stat_reset_single_table_counters('{table}'::regclass)")
+    psql(f"SELECT idempotency.idem_namespace_configure('steady', replay_window => '{args.steady_window_s} seconds')")
+    # The run compresses a replay window of hours into seconds; autovacuum's
+    # naptime (1 minute by default) must shrink with it, or the run measures
+    # only how much piles up between two of autovacuum's looks: a third of
+    # the window, for this run only (reset below).
+    naptime_s = int(psql("SELECT setting FROM pg_settings WHERE name = 'autovacuum_naptime'"))
+    if naptime_s > args.steady_window_s // 3:
+        psql(f"ALTER SYSTEM SET autovacuum_naptime = '{args.steady_window_s // 3}s'")
+        psql("SELECT pg_reload_conf()")
+        time.sleep(0.5)
+    naptime = psql("SHOW autovacuum_naptime")
+    print(f"  steady: {duration} s of the fresh cycle (4 clients, synchronous_commit={sync}), records kept"
+          f" {args.steady_window_s} s, purge every {args.steady_purge_s} s, autovacuum_naptime={naptime},"
+          f" table settings: {reloptions or 'the server defaults'}", flush=True)
+
+    stop = threading.Event()
+    samples, purges = [], []
+
+    def sampler():
+        while True:
+            sample = steady_sample(table)
+            sample["t"] = time.time() - started
+            samples.append(sample)
+            if stop.wait(args.steady_sample_s):
+                return
+
+    def purger():   # what pg_cron runs: a new session per call
+        while not stop.wait(args.steady_purge_s):
+            began = time.time()
+            done = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-c",
+                                   "CALL idempotency.idem_purge_batches(10000)"], capture_output=True, text=True)
+            deleted = re.search(r"purged (\d+)", done.stderr) if done.returncode == 0 else None
+            purges.append((began - started, time.time() - began, int(deleted.group(1)) if deleted else -1))
+
+    started = time.time()
+    threads = [threading.Thread(target=f, daemon=True) for f in (sampler, purger)]
+    for t in threads:
+        t.start()
+    windows = max(1, int(round(duration / span)))
+    try:
+        n, per = steady_load(sync, duration, started, span, windows)
+        end_sample = steady_sample(table)
+        end_sample["t"] = time.time() - started
+        samples.append(end_sample)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        if naptime_s > args.steady_window_s // 3:
+            psql("ALTER SYSTEM RESET autovacuum_naptime")
+            psql("SELECT pg_reload_conf()")
+        if reloptions:
+            psql(f"ALTER TABLE {table} RESET ({', '.join(o.split('=')[0].strip() for o in reloptions.split(','))})")
+
+    first, last = per[0], per[-1]
+    minutes = f"{span / 60:g} min" if span % 60 == 0 else f"{span:g} s"
+    p99_first, p99_last = percentile(first, 99), percentile(last, 99)
+    relations = [k for k in samples[0] if k not in ("t", "n_live_tup", "n_dead_tup", "autovacuums", "n_tup_upd",
+                                                    "n_tup_hot_upd")]
+    # Sizes: the first window's reference includes a warm-up of two replay
+    # windows (the first records expire, are purged and vacuumed; a random-key
+    # btree fills to its steady density), so that growth to the steady state
+    # is not taken for steady growth; the last window's largest size may be
+    # at most 1.25x that reference.
+    reference_s = min(span + 2 * args.steady_window_s, duration - span)
+    in_first = [s for s in samples if s["t"] <= reference_s]
+    after = [s for s in samples if s["t"] > reference_s]
+    in_last = [s for s in samples if s["t"] >= duration - span]
+    mib = 2**20
+    print(f"  steady: {n:,} transactions ({n / duration:,.0f} tps), {len(purges)} purges deleted"
+          f" {sum(p[2] for p in purges if p[2] > 0):,} rows (longest {max((p[1] for p in purges), default=0):.1f} s),"
+          f" {end_sample['autovacuums']} autovacuums, {end_sample['n_tup_hot_upd']:,} of"
+          f" {end_sample['n_tup_upd']:,} updates HOT", flush=True)
+    print("  p99 per window: " + ", ".join(f"{percentile(w, 99):.2f} ms" for w in per), flush=True)
+    print(f"  sizes: at {reference_s:g} s, largest until then, largest after, largest in the last {minutes}:")
+    print(f"  {'relation':<36} {'end of 1st':>10} {'max 1st':>9} {'max after':>10} {'max last':>9}"
+          f" {'last/1st':>8}  (MiB)", flush=True)
+    bounded = True
+    for rel in relations:
+        at_end = in_first[-1][rel] / mib
+        max_first = max(s[rel] for s in in_first) / mib
+        max_after = max((s[rel] for s in after), default=float("nan")) / mib
+        max_last = max(s[rel] for s in in_last) / mib
+        ratio = max_last / max_first if max_first else float("nan")
+        bounded = bounded and not ratio > 1.25
+        print(f"  {rel:<36} {at_end:>10.1f} {max_first:>9.1f} {max_after:>10.1f} {max_last:>9.1f} {ratio:>8.2f}",
+              flush=True)
+    print(f"  n_live_tup max {max(s['n_live_tup'] for s in samples):,}, n_dead_tup max"
+          f" {max(s['n_dead_tup'] for s in samples):,} (first window {max(s['n_dead_tup'] for s in in_first):,},"
+          f" last {max(s['n_dead_tup'] for s in in_last):,})", flush=True)
+    ratio = p99_last / p99_first
+    print(f"  {'PASS' if bounded else 'MISS'}  sizes bounded: every relation's largest size in the last {minutes}"
+          f" is at most 1.25x its largest in the first {reference_s:g} s (first window and warm-up)", flush=True)
+    print(f"  {'PASS' if ratio <= 1.5 else 'MISS'}  p99 stable: last {minutes} {p99_last:.2f} ms against first"
+          f" {minutes} {p99_first:.2f} ms ({ratio:.2f}x; criterion at most 1.5x)", flush=True)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "steady.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["t"] + [k for k in samples[0] if k != "t"])
+        w.writeheader()
+        w.writerows(samples)
+    total_first = max(s["total"] for s in in_first) / mib
+    total_last = max(s["total"] for s in in_last) / mib
+    for label, lat in ((f"steady, first {minutes}", first), (f"steady, last {minutes}", last)):
+        rows.append({"scenario": label, "sync": sync, "contender": "extension", "tps": len(lat) / span,
+                     "mean_ms": statistics.fmean(lat) if lat else float("nan"), "p99_ms": percentile(lat, 99),
+                     "steady": True})
+    # tps_range is the table's free-text column ("other").
+    rows[-2]["tps_range"] = (f"store at most {total_first:.0f} MiB; {args.steady_window_s} s window, purge every"
+                             f" {args.steady_purge_s} s, {reloptions or 'default autovacuum'}")
+    rows[-1]["tps_range"] = (f"store at most {total_last:.0f} MiB ({total_last / total_first:.2f}x the first window's);"
+                             f" p99 {ratio:.2f}x the first window's; {end_sample['autovacuums']} autovacuums in"
+                             f" {duration / 60:g} min")
+    print_progress(rows)
+
+
 PRINTED = [0]
 CONTENTION_COUNTS = {}
 
@@ -568,9 +756,15 @@ def main():
     global DB, THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs and small tables, for iteration")
-    parser.add_argument("--only", default="cycle,inbackend,instructions,counters,fingerprint,purge,growth",
+    parser.add_argument("--only", default="cycle,inbackend,instructions,counters,fingerprint,purge,growth,steady",
                         help="comma-separated scenario groups: cycle, inbackend, instructions, counters, fingerprint,"
-                             " purge, growth")
+                             " purge, growth, steady")
+    parser.add_argument("--slow", action="store_true", default=os.environ.get("SLOW") == "1",
+                        help="the long versions (make bench SLOW=1): steady runs 30 minutes")
+    parser.add_argument("--steady-seconds", type=int, dest="steady_s",
+                        help="length of the steady group's run (default 240 s; 120 with --quick, 1800 with --slow)")
+    parser.add_argument("--steady-reloptions", default=STEADY_RELOPTIONS,
+                        help="the table's settings for the steady group (ALTER TABLE ... SET); none: the server's")
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()
     if args.quick:
@@ -581,6 +775,16 @@ def main():
         args.duration, args.reps, args.nkeys, args.fingerprint_duration = 5, 3, 100000, 3
         args.purge_rows, args.purge_load, args.growth = 1000000, 20, [10**5, 10**7]
         args.inbackend_cycles = 20000
+    # steady: the run, the windows it compares (first and last), how long
+    # records are kept, how often the purge runs and the sizes are sampled.
+    if args.slow:
+        args.steady_s, args.steady_compare_s, args.steady_sample_s = args.steady_s or 1800, 300, 15
+    elif args.quick:
+        args.steady_s, args.steady_compare_s, args.steady_sample_s = args.steady_s or 120, 30, 5
+    else:
+        args.steady_s, args.steady_compare_s, args.steady_sample_s = args.steady_s or 240, 60, 5
+    args.steady_compare_s = min(args.steady_compare_s, args.steady_s / 2)
+    args.steady_window_s, args.steady_purge_s = 30, 10
     THREADS = max(2, os.cpu_count() or 2)
     DB = "idempotency_bench"
     started = time.time()
@@ -607,6 +811,8 @@ def main():
         purge_scenario(rows, args)
     if "growth" in groups:
         growth_scenario(rows, args)
+    if "steady" in groups:
+        steady_scenario(rows, args)
     write_outputs(rows, args, time.time() - started)
 
 
