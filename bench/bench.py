@@ -185,6 +185,92 @@ def instructions_scenario(rows, args):
     print_progress(rows)
 
 
+WIRE_CONTENDERS = ["extension", "ceiling", "lean", "plpgsql"]
+WIRE_REPORT = []
+
+
+def verdict(ratio, target, at_most=True):
+    """A target's line: PASS or MISS for ratio against target (a measurement,
+    never a failure of the run)."""
+    met = ratio <= target if at_most else ratio >= target
+    return f"{'PASS' if met else 'MISS'}  {ratio:.2f}x (target {'≤' if at_most else '≥'} {target:.2f}x)"
+
+
+def wire_scenario(rows, args):
+    """Over the wire (issue 27): instructions per cycle of the backend serving
+    one pgbench client, WAL bytes by record type and row versions per fresh
+    cycle (bench/wire, in a scratch cluster), and the fresh cycle's
+    throughput with 4 clients on the benchmark server, extension and ceiling
+    alternating. Prints each target's ratio as PASS or MISS."""
+    small, large, cycles = (100, 600, 1000) if args.quick else (100, 1100, 3000)
+    out = subprocess.run([str(HERE / "wire"), str(small), str(large), str(cycles)], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    instr, wal, records, tuples = {}, {}, {}, {}
+    for line in out.splitlines():
+        f = line.split()
+        if f[0] == "instructions":
+            instr[(f[1], f[2])] = int(f[3])
+        elif f[0] == "wal":
+            wal[f[1]] = [int(x) / int(f[2]) for x in f[3:5]]
+        elif f[0] == "walrecord":
+            records.setdefault(f[1], []).append((f[2], int(f[3]), int(f[4]), int(f[5])))
+        elif f[0] == "tuples":
+            tuples[f[1]] = [int(x) / int(f[2]) for x in f[3:]]
+    for (scenario, contender), n in instr.items():
+        rows.append({"scenario": f"over the wire, {scenario}", "sync": "off",
+                     "contender": "idem_request_hash" if contender == "alone" else contender,
+                     "tps": 1e9 / n, "mean_ms": float("nan"), "p99_ms": float("nan"), "instructions": n})
+    for contender in WIRE_CONTENDERS:
+        (rec, fpi), (ins, upd, hot, dele, dead) = wal[contender], tuples[contender]
+        rows.append({"scenario": "fresh cycle: WAL and row versions", "sync": "off", "contender": contender,
+                     "tps": float("nan"), "mean_ms": float("nan"), "p99_ms": float("nan"), "wal_bytes": rec,
+                     "fpi_bytes": fpi, "dead_versions": upd + dele, "hot": hot, "dead_left": dead})
+    print_progress(rows)
+    per = {}
+    for sync in ("off", "on"):
+        per[sync] = {c: [] for c in ("extension", "ceiling")}
+        for rep in range(args.reps):
+            for contender in (("extension", "ceiling") if rep % 2 == 0 else ("ceiling", "extension")):
+                per[sync][contender].append(run_contender(contender, "fresh", 4, args.duration, sync, "fresh"))
+        summarize(rows, "fresh, 4 clients", sync, per[sync])
+        print_progress(rows)
+    tps = {sync: {c: statistics.median(r[0] for r in runs) for c, runs in p.items()} for sync, p in per.items()}
+
+    ext, ceil = instr[("fresh", "extension")], instr[("fresh", "ceiling")]
+    replay_base = instr[("replay", "lean")] + instr[("fingerprint", "alone")]
+    (ext_rec, ext_fpi), (ceil_rec, ceil_fpi) = wal["extension"], wal["ceiling"]
+    dead = tuples["extension"][1] + tuples["extension"][3]
+    lines = [f"Targets of issue 27, over the wire (one pgbench client, -M prepared; callgrind; "
+             f"{large:,} less {small:,} transactions; WAL and row versions over {cycles:,} fresh cycles):", "",
+             f"- fresh, instructions: extension {ext:,} against the ceiling's {ceil:,}: {verdict(ext / ceil, 0.8)}",
+             f"- fresh, WAL bytes (records): extension {ext_rec:,.0f} against the ceiling's {ceil_rec:,.0f}:"
+             f" {verdict(ext_rec / ceil_rec, 0.65)}; with full-page images after a checkpoint"
+             f" {ext_rec + ext_fpi:,.0f} against {ceil_rec + ceil_fpi:,.0f} ({(ext_rec + ext_fpi) / (ceil_rec + ceil_fpi):.2f}x)",
+             f"- fresh, dead row versions per cycle: extension {dead:.2f} (the ceiling {tuples['ceiling'][1]:.2f}):"
+             f" {'PASS' if dead == 0 else 'MISS'}  (target 0 without a lease)"]
+    for sync in ("off", "on"):
+        lines.append(f"- fresh, throughput with 4 clients, synchronous_commit {sync}: extension"
+                     f" {tps[sync]['extension']:,.0f} tps against the ceiling's {tps[sync]['ceiling']:,.0f}:"
+                     f" {verdict(tps[sync]['extension'] / tps[sync]['ceiling'], 1.0, at_most=False)}")
+    lines += [f"- replay, instructions: extension {instr[('replay', 'extension')]:,} against lean's one SELECT"
+              f" {instr[('replay', 'lean')]:,} + idem_request_hash alone {instr[('fingerprint', 'alone')]:,}"
+              f" = {replay_base:,}: {verdict(instr[('replay', 'extension')] / replay_base, 1.1)}",
+              "", "WAL per fresh cycle by record type (bytes of records + full-page images, records per cycle):", "",
+              "| record type | " + " | ".join(WIRE_CONTENDERS) + " |", "|---|" + "---:|" * len(WIRE_CONTENDERS)]
+    kinds = []
+    for contender in WIRE_CONTENDERS:
+        kinds += [k for k, *_ in records[contender] if k not in kinds]
+    for kind in kinds:
+        cells = []
+        for contender in WIRE_CONTENDERS:
+            match = [r for r in records[contender] if r[0] == kind]
+            cells.append(f"{match[0][2] / cycles:,.0f} + {match[0][3] / cycles:,.0f} ({match[0][1] / cycles:.2f})"
+                         if match else "")
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    WIRE_REPORT.extend(lines)
+    print("\n".join(lines), flush=True)
+
+
 def counters_scenario(rows, args):
     """What the counters cost, alternating idempotency.track_counters on and
     off: the fresh cycle over pgbench (synchronous_commit off, so CPU shows),
@@ -449,6 +535,13 @@ def growth_scenario(rows, args):
         print_progress(rows)
 
 
+def wal_text(row):
+    """The WAL and row versions of one contender's fresh cycle, in words."""
+    return (f"{row['wal_bytes']:,.0f} WAL bytes of records + {row['fpi_bytes']:,.0f} of full-page images per cycle;"
+            f" {row['dead_versions']:.2f} dead row versions per cycle ({row['hot']:.2f} HOT updates),"
+            f" {row['dead_left']:.2f} left after pruning")
+
+
 PRINTED = [0]
 CONTENTION_COUNTS = {}
 
@@ -462,6 +555,8 @@ def print_progress(rows):
             extra = f"  {row['us_per_cycle']:.1f} us per cycle"
         if "instructions" in row:
             extra = f"  {row['instructions']:,} instructions per cycle"
+        if "wal_bytes" in row:
+            extra = "  " + wal_text(row)
         if "rows_per_s" in row:
             extra = (f"  {row['rows_per_s']:,.0f} rows/s, load p99 {row['p99_during_ms']:.2f} ms during purge"
                      f" vs {row['p99_base_ms']:.2f} ms without, {row['p99_hog_ms']:.2f} ms beside a CPU-bound query")
@@ -482,7 +577,7 @@ def write_outputs(rows, args, elapsed):
     out.mkdir(parents=True, exist_ok=True)
     ratio_to_extension(rows)
     fields = ["scenario", "sync", "contender", "tps", "mean_ms", "p99_ms", "ratio", "us_per_cycle", "instructions",
-              "mb_per_s", "rows_per_s",
+              "wal_bytes", "fpi_bytes", "dead_versions", "hot", "dead_left", "mb_per_s", "rows_per_s",
               "p99_base_ms", "p99_during_ms", "p99_hog_ms", "samples_during", "purge_s", "load_s"]
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -507,6 +602,8 @@ def write_outputs(rows, args, elapsed):
             other = f"{r['us_per_cycle']:.1f} µs per cycle (CPU: no client)"
         if "instructions" in r:
             other = f"{r['instructions']:,} instructions per cycle (callgrind; tps column: cycles per 10^9 instructions)"
+        if "wal_bytes" in r:
+            other = wal_text(r)
         if "rows_per_s" in r:
             other = (f"{r['rows_per_s']:,.0f} rows/s ({r['purge_s']:.1f} s); load p99 {r['p99_during_ms']:.2f} ms during"
                      f" vs {r['p99_base_ms']:.2f} ms without ({r['p99_during_ms'] / r['p99_base_ms']:.2f}x,"
@@ -520,6 +617,8 @@ def write_outputs(rows, args, elapsed):
             return "" if math.isnan(v) else format(v, fmt)
         lines.append(f"| {r['scenario']} | {r['sync']} | {r['contender']} | {num(r['tps'], ',.0f')} |"
                      f" {num(r['mean_ms'], '.3f')} | {num(r['p99_ms'], '.3f')} | {num(r['ratio'], '.2f')} | {other} |")
+    if WIRE_REPORT:
+        lines += [""] + WIRE_REPORT
     if CONTENTION_COUNTS:
         lines += ["", "Contention outcomes per round (every round had exactly one fresh per key):", ""]
         for contender, rounds in CONTENTION_COUNTS.items():
@@ -571,9 +670,9 @@ def main():
     global DB, THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs and small tables, for iteration")
-    parser.add_argument("--only", default="cycle,inbackend,instructions,counters,fingerprint,purge,growth",
-                        help="comma-separated scenario groups: cycle, inbackend, instructions, counters, fingerprint,"
-                             " purge, growth")
+    parser.add_argument("--only", default="cycle,inbackend,instructions,wire,counters,fingerprint,purge,growth",
+                        help="comma-separated scenario groups: cycle, inbackend, instructions, wire, counters,"
+                             " fingerprint, purge, growth")
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()
     if args.quick:
@@ -602,6 +701,8 @@ def main():
         inbackend_scenario(rows, args)
     if "instructions" in groups:
         instructions_scenario(rows, args)
+    if "wire" in groups:
+        wire_scenario(rows, args)
     if "counters" in groups:
         counters_scenario(rows, args)
     if "fingerprint" in groups:
