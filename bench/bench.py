@@ -88,6 +88,9 @@ def run_contender(contender, scenario, clients, duration, sync, ns, nkeys=0, rou
         conninfo = f"dbname={DB} options='-c synchronous_commit={sync}'"
         n, lat, counts = client_side.run(scenario, conninfo, clients, duration, ns, nkeys, round_no,
                                          REQUEST, OTHER, RESULT)
+        # A fresh run that replays keys measures replays (0.5.0's chart did).
+        if scenario == "fresh" and set(counts) != {"fresh"}:
+            sys.exit(f"the client's fresh run {round_no} answered {counts}: every key of a fresh run must be new")
         return n / duration, lat
     variables = {"ns": ns, "nkeys": nkeys, "round": round_no}
     if contender == "constrained":  # the ceiling's statements on the constrained table
@@ -180,6 +183,95 @@ def instructions_scenario(rows, args):
                      "tps": 1e9 / int(per_cycle), "mean_ms": float("nan"), "p99_ms": float("nan"),
                      "instructions": int(per_cycle)})
     print_progress(rows)
+
+
+WIRE_CONTENDERS = ["extension", "ceiling", "lean", "plpgsql"]
+WIRE_REPORT = []
+
+
+def verdict(ok, text):
+    """A target's line, PASS or MISS (a measurement, never a failure of the run)."""
+    return f"    {'PASS' if ok else 'MISS'}  {text}"
+
+
+def wire_scenario(rows, args):
+    """Over the wire (issue 27): instructions per cycle of the backend serving
+    one pgbench client, WAL bytes by record type and row versions per fresh
+    cycle (bench/wire, in a scratch cluster), and the fresh cycle's
+    throughput with 4 clients on the benchmark server, extension and ceiling
+    alternating. Prints each target's ratio as PASS or MISS."""
+    small, large, cycles = (100, 600, 1000) if args.quick else (100, 1100, 3000)
+    out = subprocess.run([str(HERE / "wire"), str(small), str(large), str(cycles)], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    instr, wal, records, tuples = {}, {}, {}, {}
+    for line in out.splitlines():
+        f = line.split()
+        if f[0] == "instructions":
+            instr[(f[1], f[2])] = int(f[3])
+        elif f[0] == "wal":
+            wal[f[1]] = [int(x) / int(f[2]) for x in f[3:5]]
+        elif f[0] == "walrecord":
+            records.setdefault(f[1], []).append((f[2], int(f[3]), int(f[4]), int(f[5])))
+        elif f[0] == "tuples":
+            tuples[f[1]] = [int(x) / int(f[2]) for x in f[3:]]
+    for (scenario, contender), n in instr.items():
+        rows.append({"scenario": f"over the wire, {scenario}", "sync": "off",
+                     "contender": "idem_request_hash" if contender == "alone" else contender,
+                     "tps": 1e9 / n, "mean_ms": float("nan"), "p99_ms": float("nan"), "instructions": n})
+    for contender in WIRE_CONTENDERS:
+        (rec, fpi), (_, upd, hot, dele, dead) = wal[contender], tuples[contender]
+        rows.append({"scenario": "fresh cycle: WAL and row versions", "sync": "off", "contender": contender,
+                     "tps": float("nan"), "mean_ms": float("nan"), "p99_ms": float("nan"), "wal_bytes": rec,
+                     "fpi_bytes": fpi, "dead_versions": upd + dele, "hot": hot, "dead_left": dead})
+    print_progress(rows)
+    per = {}
+    for sync in ("off", "on"):
+        per[sync] = {c: [] for c in ("extension", "ceiling")}
+        for rep in range(args.reps):
+            for contender in (("extension", "ceiling") if rep % 2 == 0 else ("ceiling", "extension")):
+                per[sync][contender].append(run_contender(contender, "fresh", 4, args.duration, sync, "fresh"))
+        summarize(rows, "fresh, 4 clients", sync, per[sync])
+        print_progress(rows)
+    tps = {sync: {c: statistics.median(r[0] for r in runs) for c, runs in p.items()} for sync, p in per.items()}
+
+    ext, ceil = instr[("fresh", "extension")], instr[("fresh", "ceiling")]
+    replay_base = instr[("replay", "lean")] + instr[("fingerprint", "alone")]
+    (ext_rec, ext_fpi), (ceil_rec, ceil_fpi) = wal["extension"], wal["ceiling"]
+    dead = tuples["extension"][1] + tuples["extension"][3]
+    ext_replay = instr[("replay", "extension")]
+    lines = [f"Targets of issue 27 over the wire (one pgbench client, -M prepared, callgrind, {large:,} less {small:,}"
+             f" transactions; WAL and row versions over {cycles:,} fresh cycles; against the ceiling of this run):", "",
+             verdict(ext <= 0.8 * ceil, f"fresh: extension {ext:,} instructions, {ext / ceil:.2f}x the ceiling's"
+                     f" {ceil:,} (target 0.8x)"),
+             verdict(ext_rec <= 0.65 * ceil_rec, f"fresh: extension {ext_rec:,.0f} WAL bytes of records,"
+                     f" {ext_rec / ceil_rec:.2f}x the ceiling's {ceil_rec:,.0f} (target 0.65x); with the full-page"
+                     f" images after a checkpoint {ext_rec + ext_fpi:,.0f} against {ceil_rec + ceil_fpi:,.0f},"
+                     f" {(ext_rec + ext_fpi) / (ceil_rec + ceil_fpi):.2f}x"),
+             verdict(dead == 0, f"fresh: extension {dead:.2f} dead row versions per cycle (target 0 without a lease;"
+                     f" the ceiling {tuples['ceiling'][1] + tuples['ceiling'][3]:.2f})")]
+    for sync in ("off", "on"):
+        e, c = tps[sync]["extension"], tps[sync]["ceiling"]
+        lines.append(verdict(e >= c, f"fresh, 4 clients, synchronous_commit {sync}: extension {e:,.0f} tps,"
+                                     f" {e / c:.2f}x the ceiling's {c:,.0f} (target 1.0x or more; medians of"
+                                     f" {args.reps} alternating runs)"))
+    lines += [verdict(ext_replay <= 1.1 * replay_base,
+                      f"replay: extension {ext_replay:,} instructions, {ext_replay / replay_base:.2f}x lean's one"
+                      f" SELECT {instr[('replay', 'lean')]:,} + idem_request_hash alone"
+                      f" {instr[('fingerprint', 'alone')]:,} = {replay_base:,} (target 1.1x)"),
+              "", "WAL per fresh cycle by record type (bytes of records + full-page images, records per cycle):", "",
+              "| record type | " + " | ".join(WIRE_CONTENDERS) + " |", "|---|" + "---:|" * len(WIRE_CONTENDERS)]
+    kinds = []
+    for contender in WIRE_CONTENDERS:
+        kinds += [k for k, *_ in records[contender] if k not in kinds]
+    for kind in kinds:
+        cells = []
+        for contender in WIRE_CONTENDERS:
+            match = [r for r in records[contender] if r[0] == kind]
+            cells.append(f"{match[0][2] / cycles:,.0f} + {match[0][3] / cycles:,.0f} ({match[0][1] / cycles:.2f})"
+                         if match else "")
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    WIRE_REPORT.extend(lines)
+    print("\n".join(lines), flush=True)
 
 
 def counters_scenario(rows, args):
@@ -634,6 +726,13 @@ def steady_scenario(rows, args):
     print_progress(rows)
 
 
+def wal_text(row):
+    """The WAL and row versions of one contender's fresh cycle, in words."""
+    return (f"{row['wal_bytes']:,.0f} WAL bytes of records + {row['fpi_bytes']:,.0f} of full-page images per cycle;"
+            f" {row['dead_versions']:.2f} dead row versions per cycle ({row['hot']:.2f} HOT updates),"
+            f" {row['dead_left']:.2f} left after pruning")
+
+
 PRINTED = [0]
 CONTENTION_COUNTS = {}
 
@@ -647,6 +746,8 @@ def print_progress(rows):
             extra = f"  {row['us_per_cycle']:.1f} us per cycle"
         if "instructions" in row:
             extra = f"  {row['instructions']:,} instructions per cycle"
+        if "wal_bytes" in row:
+            extra = "  " + wal_text(row)
         if "rows_per_s" in row:
             extra = (f"  {row['rows_per_s']:,.0f} rows/s, load p99 {row['p99_during_ms']:.2f} ms during purge"
                      f" vs {row['p99_base_ms']:.2f} ms without, {row['p99_hog_ms']:.2f} ms beside a CPU-bound query")
@@ -667,7 +768,7 @@ def write_outputs(rows, args, elapsed):
     out.mkdir(parents=True, exist_ok=True)
     ratio_to_extension(rows)
     fields = ["scenario", "sync", "contender", "tps", "mean_ms", "p99_ms", "ratio", "us_per_cycle", "instructions",
-              "mb_per_s", "rows_per_s",
+              "wal_bytes", "fpi_bytes", "dead_versions", "hot", "dead_left", "mb_per_s", "rows_per_s",
               "p99_base_ms", "p99_during_ms", "p99_hog_ms", "samples_during", "purge_s", "load_s"]
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -692,6 +793,8 @@ def write_outputs(rows, args, elapsed):
             other = f"{r['us_per_cycle']:.1f} µs per cycle (CPU: no client)"
         if "instructions" in r:
             other = f"{r['instructions']:,} instructions per cycle (callgrind; tps column: cycles per 10^9 instructions)"
+        if "wal_bytes" in r:
+            other = wal_text(r)
         if "rows_per_s" in r:
             other = (f"{r['rows_per_s']:,.0f} rows/s ({r['purge_s']:.1f} s); load p99 {r['p99_during_ms']:.2f} ms during"
                      f" vs {r['p99_base_ms']:.2f} ms without ({r['p99_during_ms'] / r['p99_base_ms']:.2f}x,"
@@ -705,6 +808,8 @@ def write_outputs(rows, args, elapsed):
             return "" if math.isnan(v) else format(v, fmt)
         lines.append(f"| {r['scenario']} | {r['sync']} | {r['contender']} | {num(r['tps'], ',.0f')} |"
                      f" {num(r['mean_ms'], '.3f')} | {num(r['p99_ms'], '.3f')} | {num(r['ratio'], '.2f')} | {other} |")
+    if WIRE_REPORT:
+        lines += [""] + WIRE_REPORT
     if CONTENTION_COUNTS:
         lines += ["", "Contention outcomes per round (every round had exactly one fresh per key):", ""]
         for contender, rounds in CONTENTION_COUNTS.items():
@@ -756,9 +861,9 @@ def main():
     global DB, THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs and small tables, for iteration")
-    parser.add_argument("--only", default="cycle,inbackend,instructions,counters,fingerprint,purge,growth,steady",
-                        help="comma-separated scenario groups: cycle, inbackend, instructions, counters, fingerprint,"
-                             " purge, growth, steady")
+    parser.add_argument("--only", default="cycle,inbackend,instructions,wire,counters,fingerprint,purge,growth,steady",
+                        help="comma-separated scenario groups: cycle, inbackend, instructions, wire, counters,"
+                             " fingerprint, purge, growth, steady")
     parser.add_argument("--slow", action="store_true", default=os.environ.get("SLOW") == "1",
                         help="the long versions (make bench SLOW=1): steady runs 30 minutes")
     parser.add_argument("--steady-seconds", type=int, dest="steady_s",
@@ -803,6 +908,8 @@ def main():
         inbackend_scenario(rows, args)
     if "instructions" in groups:
         instructions_scenario(rows, args)
+    if "wire" in groups:
+        wire_scenario(rows, args)
     if "counters" in groups:
         counters_scenario(rows, args)
     if "fingerprint" in groups:
