@@ -46,6 +46,8 @@ struct Claim {
   bool open;
   bool hashed;
   bool in_block;  // made inside a transaction block (not autocommit)
+  bool held;      // held by the key's lock alone: no row (data says what to write)
+  HeldClaim data;
 };
 
 struct Change {
@@ -59,6 +61,7 @@ Change* changes = nullptr;
 int change_count = 0;
 int change_capacity = 0;
 long open_count = 0;
+long held_count = 0;
 
 uint32 claim_hash(const void* k, Size) noexcept {
   const auto* id = static_cast<const ClaimId*>(k);
@@ -100,6 +103,7 @@ void reset() {
   changes = nullptr;
   change_count = change_capacity = 0;
   open_count = 0;
+  held_count = 0;
 }
 
 // Closes the WITH HOLD cursors declared in this transaction. COMMIT runs
@@ -204,14 +208,8 @@ void on_subxact(SubXactEvent event, SubTransactionId subxact, SubTransactionId, 
   }
 }
 
-}  // namespace
-
-void register_claim_callbacks() {
-  RegisterXactCallback(on_xact, nullptr);
-  RegisterSubXactCallback(on_subxact, nullptr);
-}
-
-void claim(const text* ns, const text* key, bool hashed) {
+// The entry of (ns, key), made (with copies of both) if there is none.
+Claim* entry(const text* ns, const text* key) {
   if (claims == nullptr) {
     HASHCTL ctl;
     std::memset(&ctl, 0, sizeof ctl);
@@ -229,11 +227,49 @@ void claim(const text* ns, const text* key, bool hashed) {
     id = ClaimId{copy_text(ns), copy_text(key)};
     c = static_cast<Claim*>(hash_search(claims, &id, HASH_ENTER, nullptr));
     c->open = false;
+    c->held = false;
   }
+  return c;
+}
+
+}  // namespace
+
+void register_claim_callbacks() {
+  RegisterXactCallback(on_xact, nullptr);
+  RegisterSubXactCallback(on_subxact, nullptr);
+}
+
+void claim(const text* ns, const text* key, bool hashed) {
+  Claim* c = entry(ns, key);
   c->hashed = hashed;
   c->in_block = IsTransactionBlock();
+  c->held = false;
   if (!c->open) log_change(c, true);
 }
+
+void claim_held(const text* ns, const text* key, bool hashed, const HeldClaim& held) {
+  Claim* c = entry(ns, key);
+  MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+  const bytea* hash = static_cast<const bytea*>(PG_DETOAST_DATUM_COPY(PointerGetDatum(held.request_hash)));
+  const Jsonb* request =
+      held.request == nullptr ? nullptr : reinterpret_cast<const Jsonb*>(PG_DETOAST_DATUM_COPY(PointerGetDatum(held.request)));
+  MemoryContextSwitchTo(old);
+  c->hashed = hashed;
+  c->in_block = IsTransactionBlock();
+  if (!c->held) ++held_count;
+  c->held = true;
+  c->data = HeldClaim{held.fence, held.claimed_at, held.expires_at, hash, request};
+  if (!c->open) log_change(c, true);
+}
+
+const HeldClaim* held_claim(const text* ns, const text* key) {
+  if (claims == nullptr) return nullptr;
+  const ClaimId id{ns, key};
+  auto* c = static_cast<Claim*>(hash_search(claims, &id, HASH_FIND, nullptr));
+  return c != nullptr && c->open && c->held ? &c->data : nullptr;
+}
+
+long held_locks() { return held_count; }
 
 void finish(const text* ns, const text* key) {
   if (claims == nullptr) return;

@@ -107,6 +107,11 @@ LOCKTAG lock_key(const text* ns, const text* key) {
   return tag;
 }
 
+bool try_lock_key(const text* ns, const text* key, LOCKTAG* tag) {
+  *tag = tag_of(tag_bits('k', ns, key), key_lock_field4);
+  return LockAcquire(tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
 void unlock_key(const LOCKTAG& tag) { LockRelease(&tag, ExclusiveLock, false); }
 
 void lock_namespace(const text* ns, LOCKMODE mode) {

@@ -20,6 +20,10 @@ namespace idem::pg {
 // unlock_key. (A 0.4 schema has no secret: its tags are unkeyed hashes, as
 // that release made them.)
 LOCKTAG lock_key(const text* ns, const text* key);
+// The per-key lock if it is free now (or already this transaction's), in
+// *tag; false when another transaction holds it. A claim held by the lock
+// alone keeps it to the transaction's end.
+bool try_lock_key(const text* ns, const text* key, LOCKTAG* tag);
 void unlock_key(const LOCKTAG& tag);
 
 // The namespace lock, held until the transaction ends: every begin holds it
