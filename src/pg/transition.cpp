@@ -17,6 +17,7 @@ extern "C" {
 #include "citus.hpp"
 #include "claims.hpp"
 #include "guard.hpp"
+#include "lock_tags.hpp"
 #include "policy.hpp"
 #include "probe.hpp"
 #include "store.hpp"
@@ -104,6 +105,15 @@ Datum proof_datum(const pg::Claim& proof) {
   return proof.kind == pg::Claim::attempt ? Int32GetDatum(static_cast<int32>(proof.value)) : Int64GetDatum(proof.value);
 }
 
+// Whether another transaction holds the key's lock: a claim without a row
+// (a namespace without a lease), or a begin between its probe and insert.
+bool held_elsewhere(const text* ns, const text* key) {
+  LOCKTAG tag;
+  if (!pg::try_lock_key(ns, key, &tag)) return true;
+  pg::unlock_key(tag);
+  return false;
+}
+
 // Called when no in_progress row matched: says why, with SQLSTATE 55000, or
 // 40001 when the record changed after the transaction's snapshot. Every
 // PostgreSQL call comes first; strings are built only to throw. given_key is
@@ -124,7 +134,7 @@ Datum proof_datum(const pg::Claim& proof) {
     if (latest_none != none || (!none && !pg::same_bytes(status_text, DatumGetTextPP(latest))))
       pg::concurrent_change(given_key);
   }
-  if (none && pg::probe_key(store, ns, key, given_key).found == pg::Found::busy)
+  if (none && (pg::probe_key(store, ns, key, given_key).found == pg::Found::busy || held_elsewhere(ns, key)))
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " idempotency key " + label +
                           ": this transaction holds no claim on it",
