@@ -440,7 +440,7 @@ Datum begin(FunctionCallInfo fcinfo) {
   reuse = reuse && opened_for == policy.store && opened_hashed == policy.hash_keys;
   // Without a lease a claim never outlives its transaction, so the key's
   // lock held to the end can say what an in_progress row says (docs/
-  // internals.md, "One write per fresh attempt"): in such a namespace the
+  // internals.md, "The store", step 4): in such a namespace the
   // key's lock is never waited for, since its holder may hold it to the end.
   const bool holding = policy.lease_us == 0;
   for (;;) {

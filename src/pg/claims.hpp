@@ -17,8 +17,8 @@ void register_claim_callbacks();
 // the caller's key (a hash_keys namespace), which names it in the message.
 void claim(const text* ns, const text* key, bool hashed);
 
-// A claim held by the key's lock alone (docs/internals.md, "One write per
-// fresh attempt"): no row is written at begin, and idem_commit or
+// A claim held by the key's lock alone (docs/internals.md, "The store",
+// step 4): no row is written at begin, and idem_commit or
 // idem_fail_permanent inserts the finished record once, from this.
 struct HeldClaim {
   int64 fence;
