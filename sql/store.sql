@@ -283,3 +283,44 @@ SELECT count(*) AS advisory_locks FROM pg_locks WHERE locktype = 'advisory' AND 
 SELECT kind FROM idem_begin('payments', 'replay-lock-2', '{}');
 SELECT mode, count(*) AS advisory_locks FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() GROUP BY mode;
 ROLLBACK;
+
+-- A claim without a lease reopened by a rollback to a savepoint is the claim
+-- it was: the same request, fence and kind, even after the key was failed
+-- transiently and claimed again (with another request, or as a row past the
+-- transaction's share of held claims) inside the savepoint.
+BEGIN;
+SELECT fence AS first_fence FROM idem_begin('payments', 'reopened', '{"a": 1}') \gset
+SAVEPOINT s;
+SELECT idem_fail_transient('payments', 'reopened');
+SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 2}');
+ROLLBACK TO SAVEPOINT s;
+SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 1}');
+SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 2}');
+SAVEPOINT t;
+SELECT idem_fail_transient('payments', 'reopened');
+SELECT count(*) FILTER (WHERE b.kind = 'fresh') AS others FROM generate_series(1, 15) g, idem_begin('payments', 'filler-' || g, '{}') b;
+SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 1}');
+ROLLBACK TO SAVEPOINT t;
+SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 1}');
+SELECT idem_commit('payments', 'reopened', '{"r": 1}', :first_fence);
+COMMIT;
+SELECT request_payload, fence = :first_fence AS first_fence FROM idempotency_record WHERE key_value = 'reopened';
+
+-- The registry's checks for records count this transaction's claims without
+-- a row: hash_keys cannot be switched, nor the namespace dropped or bound
+-- elsewhere, under them. A namespace that stops keeping requests before such
+-- a claim is finished records none.
+SELECT namespace FROM idem_namespace_configure('admin-held');
+BEGIN;
+SELECT kind FROM idem_begin('admin-held', 'k', '{"secret": "card-4242"}');
+SAVEPOINT s;
+SELECT hash_keys FROM idem_namespace_configure('admin-held', hash_keys => true);
+ROLLBACK TO SAVEPOINT s;
+SELECT idem_namespace_drop('admin-held');
+ROLLBACK TO SAVEPOINT s;
+SELECT store_request FROM idem_namespace_configure('admin-held', store_request => false);
+SELECT idem_commit('admin-held', 'k', '{"ok": true}');
+COMMIT;
+SELECT status, request_payload FROM idempotency_record WHERE namespace = 'admin-held';
+DELETE FROM idempotency_record WHERE namespace = 'admin-held';
+SELECT idem_namespace_drop('admin-held');

@@ -440,16 +440,13 @@ Datum begin(FunctionCallInfo fcinfo) {
   reuse = reuse && opened_for == policy.store && opened_hashed == policy.hash_keys;
   // Without a lease a claim never outlives its transaction, so the key's
   // lock held to the end can say what an in_progress row says (docs/
-  // internals.md, "The store", step 4): in such a namespace the
-  // key's lock is never waited for, since its holder may hold it to the end.
+  // internals.md, "The store", step 4). The key's lock is never waited for,
+  // in any namespace: its holder may hold it to the end (a lease added to a
+  // namespace leaves the claims made before it held).
   const bool holding = policy.lease_us == 0;
   for (;;) {
     LOCKTAG lock;
-    bool locked = true;
-    if (holding)
-      locked = pg::try_lock_key(ns, key, &lock);
-    else
-      lock = pg::lock_key(ns, key);
+    const bool locked = pg::try_lock_key(ns, key, &lock);
     const pg::Store store =
         reuse ? opened : pg::open_store(ns, policy.store, table_lock, pg::Call{key, policy.hash_keys, "begin"});
     reuse = false;
@@ -470,9 +467,10 @@ Datum begin(FunctionCallInfo fcinfo) {
     }
     pg::Probe p = pg::probe_key(store, ns, key, given_key);
     const TimestampTz now = GetCurrentTimestamp();
-    if (p.found == pg::Found::nothing && !locked) {
-      // Held by another transaction's claim (or a begin between its probe
-      // and its insert): in flight, since when is not known.
+    if (!locked && (p.found == pg::Found::nothing || (p.found == pg::Found::row && p.status == 'i'))) {
+      // Held by another transaction: its claim without a row, or a begin
+      // between its probe and its insert or takeover. In flight, since when
+      // is not known; a wait waits for that lock.
       p.found = pg::Found::busy;
       p.busy_xid = InvalidTransactionId;
       p.began_known = false;

@@ -54,6 +54,10 @@ struct Change {
   SubTransactionId subxact;
   Claim* claim;
   bool opened;  // the change opened the claim (a fresh begin) or closed it (a finish)
+  // What an opening change replaced (a claim is opened again after it was
+  // finished, maybe as the other kind): put back when it is undone.
+  bool was_held;
+  HeldClaim was;
 };
 
 HTAB* claims = nullptr;  // NULL: nothing claimed in this transaction
@@ -92,7 +96,7 @@ void log_change(Claim* claim, bool opened) {
                                                       : repalloc_huge(changes, size));
     change_capacity = capacity;
   }
-  changes[change_count++] = Change{GetCurrentSubTransactionId(), claim, opened};
+  changes[change_count++] = Change{GetCurrentSubTransactionId(), claim, opened, claim->held, claim->data};
   claim->open = opened;
   open_count += opened ? 1 : -1;
 }
@@ -204,6 +208,8 @@ void on_subxact(SubXactEvent event, SubTransactionId subxact, SubTransactionId, 
   while (change_count > 0 && changes[change_count - 1].subxact >= subxact) {
     const Change& c = changes[--change_count];
     c.claim->open = !c.opened;
+    c.claim->held = c.was_held;
+    c.claim->data = c.was;
     open_count += c.opened ? -1 : 1;
   }
 }
@@ -228,6 +234,7 @@ Claim* entry(const text* ns, const text* key) {
     c = static_cast<Claim*>(hash_search(claims, &id, HASH_ENTER, nullptr));
     c->open = false;
     c->held = false;
+    c->data = HeldClaim{};
   }
   return c;
 }
@@ -243,8 +250,9 @@ void claim(const text* ns, const text* key, bool hashed) {
   Claim* c = entry(ns, key);
   c->hashed = hashed;
   c->in_block = IsTransactionBlock();
+  if (c->open) return;
+  log_change(c, true);  // first: it keeps what this claim replaces
   c->held = false;
-  if (!c->open) log_change(c, true);
 }
 
 void claim_held(const text* ns, const text* key, bool hashed, const HeldClaim& held) {
@@ -256,10 +264,11 @@ void claim_held(const text* ns, const text* key, bool hashed, const HeldClaim& h
   MemoryContextSwitchTo(old);
   c->hashed = hashed;
   c->in_block = IsTransactionBlock();
+  if (c->open) return;  // begin answers in_flight for an open claim of its own first
   if (!c->held) ++held_count;
+  log_change(c, true);  // first: it keeps what this claim replaces
   c->held = true;
   c->data = HeldClaim{held.fence, held.claimed_at, held.expires_at, hash, request};
-  if (!c->open) log_change(c, true);
 }
 
 const HeldClaim* held_claim(const text* ns, const text* key) {
@@ -267,6 +276,16 @@ const HeldClaim* held_claim(const text* ns, const text* key) {
   const ClaimId id{ns, key};
   auto* c = static_cast<Claim*>(hash_search(claims, &id, HASH_FIND, nullptr));
   return c != nullptr && c->open && c->held ? &c->data : nullptr;
+}
+
+long open_held_claims(const text* ns) {
+  if (claims == nullptr) return 0;
+  long n = 0;
+  HASH_SEQ_STATUS seq;
+  hash_seq_init(&seq, claims);
+  while (const Claim* c = static_cast<const Claim*>(hash_seq_search(&seq)))
+    if (c->open && c->held && same_bytes(c->id.ns, ns)) ++n;
+  return n;
 }
 
 long held_locks() { return held_count; }

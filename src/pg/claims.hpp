@@ -36,6 +36,12 @@ void claim_held(const text* ns, const text* key, bool hashed, const HeldClaim& h
 // alone, or nullptr.
 const HeldClaim* held_claim(const text* ns, const text* key);
 
+// How many claims of namespace ns this transaction holds open by their lock
+// alone: records in progress that no row shows, which the registry's
+// checks for records (changing hash_keys or the store, dropping the
+// namespace) count too.
+long open_held_claims(const text* ns);
+
 // How many keys this transaction has locked for claims held by their lock
 // (finished or not: the locks are held to the end).
 long held_locks();

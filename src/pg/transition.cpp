@@ -304,7 +304,7 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
   if (const pg::HeldClaim* held = pg::held_claim(ns, key)) {  // no row yet: its one write
     check_held_proof(*held, proof, given_key, committing ? "commit" : "fail");
     refuse_moved_claim(store, ns, given_key, committing ? "commit" : "fail");
-    pg::insert_finished(store, ns, key, *held, committing, payload);
+    pg::insert_finished(store, ns, key, *held, committing, payload, policy.store_request);
     pg::finish(ns, key);
     pg::count(committing ? pg::commits : pg::permanent_failures);
     return;

@@ -197,7 +197,7 @@ int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, 
 }
 
 void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& held, bool committing,
-                     Jsonb* payload) {
+                     Jsonb* payload, bool keep_request) {
   Relation table = table_open(store.table, RowExclusiveLock);
   Datum values[natts] = {};
   bool nulls[natts] = {};
@@ -206,7 +206,7 @@ void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& h
   values[col_status - 1] = CStringGetTextDatum(committing ? "committed" : "failed");
   values[col_request_hash - 1] = PointerGetDatum(held.request_hash);
   values[col_request_payload - 1] = PointerGetDatum(held.request);
-  nulls[col_request_payload - 1] = held.request == nullptr;
+  nulls[col_request_payload - 1] = held.request == nullptr || !keep_request;
   values[col_result_payload - 1] = values[col_error_payload - 1] = PointerGetDatum(payload);
   nulls[col_result_payload - 1] = !committing;
   nulls[col_error_payload - 1] = committing;

@@ -29,9 +29,10 @@ int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, 
 // Inserts the finished record (status 'c' with the result, or 'f' with the
 // error payload) of a claim held by the key's lock alone, finished at the
 // current clock: the one write of a fresh attempt in a namespace without a
-// lease. The caller holds the key's lock.
+// lease. The caller holds the key's lock. keep_request: the namespace keeps
+// requests now (it may have been switched off since the claim).
 void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& held, bool committing,
-                     Jsonb* payload);
+                     Jsonb* payload, bool keep_request);
 
 // Which in_progress record a transition may change: any (none), or only the
 // one at this attempt (0.4's proof) or drawn with this fence (0.5's).
