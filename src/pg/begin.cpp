@@ -280,8 +280,8 @@ void wait_on_standby(TransactionId xid, TimestampTz deadline) {
 }
 
 // Waits until transaction xid ends (an invalid xid: until the key's lock,
-// held by a claim without a row, is free) or the deadline passes. The wait is an
-// ordinary lock wait on the transaction (visible in pg_locks, broken by the
+// held by a claim without a row, is free) or the deadline passes. The wait
+// is an ordinary lock wait (visible in pg_locks, broken by the
 // deadlock detector, cancelled by statement_timeout or a cancel request),
 // bounded by a lock_timeout set for the wait alone (to the time left,
 // whatever the session's lock_timeout); running out of time is caught
