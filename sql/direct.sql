@@ -19,6 +19,13 @@ BEGIN
   RETURN true;
 END $$;
 
+-- A namespace without a lease writes a claim once, when it is finished
+-- (its claim is the key's lock until then): the writes checked here, which
+-- claim, update and delete rows, are those of a namespace with a lease (and
+-- of claims past a transaction's share of the lock table). The one write is
+-- checked at the end.
+SELECT namespace FROM idem_namespace_configure('direct', in_progress_lease => '1 hour');
+
 -- 300 claims with 1 kB requests fill their pages, so the commits cannot
 -- stay on the page (not HOT: each gets new index entries).
 -- (The statistics of this backend's transactions are read as differences
@@ -204,6 +211,43 @@ ALTER TABLE idempotency_record ALTER COLUMN key_value TYPE text COLLATE "C";
 SELECT public.indexes_hold_every_row();
 
 DELETE FROM idempotency_record WHERE namespace = 'direct';
+SELECT namespace FROM idem_namespace_configure('direct');
+
+-- One write per fresh attempt: without a lease a claim is the key's lock,
+-- and each finished attempt inserts its record once (no update, no dead
+-- version); a transient failure writes nothing. The records are whole and
+-- every index holds them. Past a quarter of max_locks_per_transaction
+-- claims in one transaction (16 here), the rest are written as rows, as
+-- with a lease, so the shared lock table cannot fill.
+CREATE TEMP TABLE held_fences (key_value text, fence bigint);
+CREATE VIEW public.writes_and_deletes AS SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables
+WHERE relid = 'idempotency.idempotency_record'::regclass;
+BEGIN;
+SELECT n_tup_ins AS ins0, n_tup_upd AS upd0, n_tup_del AS del0 FROM public.writes_and_deletes \gset
+INSERT INTO held_fences SELECT 'h' || g, b.fence
+FROM generate_series(1, 12) g, idem_begin('direct', 'h' || g, jsonb_build_object('g', g, 'pad', repeat('x', 1000))) b;
+SELECT count(*) AS rows_while_held FROM idempotency_record WHERE namespace = 'direct';
+SELECT count(*) AS committed FROM generate_series(1, 6) g, LATERAL (SELECT idem_commit('direct', 'h' || g, jsonb_build_object('r', g),
+  (SELECT fence FROM held_fences WHERE key_value = 'h' || g))) c;
+SELECT count(*) AS failed FROM generate_series(7, 9) g, LATERAL (SELECT idem_fail_permanent('direct', 'h' || g,
+  '{"class_tag": "declined", "message": "card declined"}')) c;
+SELECT count(*) AS forgotten FROM generate_series(10, 12) g, LATERAL (SELECT idem_fail_transient('direct', 'h' || g)) c;
+SELECT n_tup_ins - :ins0 AS inserted, n_tup_upd - :upd0 AS updated, n_tup_del - :del0 AS deleted FROM public.writes_and_deletes;
+COMMIT;
+SELECT count(*) FILTER (WHERE r.status = 'committed' AND r.result_payload = jsonb_build_object('r', substr(r.key_value, 2)::int)) AS committed,
+       count(*) FILTER (WHERE r.status = 'failed') AS failed,
+       bool_and(r.attempt = 1 AND r.fence = f.fence AND r.created_at <= r.updated_at
+                AND r.expires_at = r.created_at + interval '1 day'
+                AND r.request_payload ->> 'g' = substr(r.key_value, 2)) AS whole
+FROM idempotency_record r JOIN held_fences f USING (key_value) WHERE r.namespace = 'direct';
+SELECT public.indexes_hold_every_row();
+BEGIN;
+SELECT count(*) AS fresh FROM generate_series(1, 20) g, idem_begin('direct', 'past' || g, '{}') b WHERE b.kind = 'fresh';
+SELECT count(*) AS written_as_rows FROM idempotency_record WHERE namespace = 'direct' AND status = 'in_progress';
+ROLLBACK;
+DELETE FROM idempotency_record WHERE namespace = 'direct';
+DROP TABLE held_fences;
+DROP VIEW public.writes_and_deletes;
 DROP TABLE public.audit;
 DROP FUNCTION public.audit_record();
 DROP FUNCTION public.indexes_hold_every_row();

@@ -28,11 +28,16 @@ SELECT namespace, in_progress, committed, failed,
        expired, row_bytes > 0 AS has_bytes
 FROM idem_namespace_stats ORDER BY namespace;
 -- Rows an open transaction has begun are not stuck, and not visible to others;
--- here the view sees this transaction's own.
+-- here the view sees this transaction's own. A claim in a namespace without
+-- a lease writes no row until it is finished (it is the key's lock): the
+-- view counts none of those.
 BEGIN;
 SELECT kind FROM idem_begin('webhooks', 'f', '{}');
+SELECT namespace, in_progress FROM idem_namespace_stats WHERE namespace = 'webhooks';
+SELECT namespace FROM idem_namespace_configure('webhooks-leased', in_progress_lease => '1 hour');
+SELECT kind FROM idem_begin('webhooks-leased', 'f', '{}');
 SELECT namespace, in_progress, oldest_in_progress_age < interval '1 minute' AS young
-FROM idem_namespace_stats WHERE namespace = 'webhooks';
+FROM idem_namespace_stats WHERE namespace = 'webhooks-leased';
 ROLLBACK;
 
 -- Who may read: monitoring roles (pg_monitor), not PUBLIC; resetting is for superusers.

@@ -6,12 +6,16 @@ SELECT namespace, key_value, status, result_payload, error_payload,
        expires_at - created_at AS replay_window, octet_length(request_hash) AS hash_bytes, request_payload
 FROM idempotency_record ORDER BY namespace, key_value;
 
--- fresh inserts an in_progress row with the default 24-hour window.
+-- fresh claims the key. In a namespace without a lease the claim is the
+-- key's lock, held to the end of the transaction: no row is written until
+-- the attempt is finished, and then only the finished record, with the
+-- default 24-hour window.
 BEGIN;
 SELECT kind, result, error, recorded_request, recorded_hash,
        submitted_hash = idem_request_hash('{"amount": 100}') AS hash_ok
 FROM idem_begin('payments', 'order-1', '{"amount": 100}');
 SELECT * FROM records;
+SELECT mode, granted FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 18756 AND pid = pg_backend_pid();
 -- Beginning one's own in-progress key again: in_flight.
 SELECT kind FROM idem_begin('payments', 'order-1', '{"amount": 100}');
 SELECT idem_commit('payments', 'order-1', '{"payment_id": 7, "status": "captured"}');
@@ -23,7 +27,7 @@ SELECT kind, result, recorded_request, recorded_hash = idem_request_hash('{"amou
 FROM idem_begin('payments', 'order-1', '{"amount": 999}');
 -- The key is trimmed as idem_parse trims it.
 SELECT kind FROM idem_begin('payments', '  order-1  ', '{"amount": 100}');
-SELECT status, result_payload FROM records;
+SELECT status, result_payload, replay_window, request_payload FROM records;
 COMMIT;
 
 -- A permanent failure replays as prior_error.
@@ -154,9 +158,10 @@ CLOSE held;
 -- Fences: fresh carries one; a transition given another, or an attempt
 -- number in its place, changes nothing.
 BEGIN;
-SELECT attempt, fence > 4294967295 AS fence_is_bigint FROM idem_begin('payments', 'order-12', '{}') \gset
+-- The fence comes from the outcome: in a namespace without a lease no row
+-- holds it until the attempt is finished.
+SELECT attempt, fence > 4294967295 AS fence_is_bigint, fence FROM idem_begin('payments', 'order-12', '{}') \gset
 \echo :attempt :fence_is_bigint
-SELECT fence FROM idempotency_record WHERE key_value = 'order-12' \gset
 SAVEPOINT s;
 SELECT idem_commit('payments', 'order-12', '{}', 1);
 ROLLBACK TO SAVEPOINT s;
@@ -278,3 +283,44 @@ SELECT count(*) AS advisory_locks FROM pg_locks WHERE locktype = 'advisory' AND 
 SELECT kind FROM idem_begin('payments', 'replay-lock-2', '{}');
 SELECT mode, count(*) AS advisory_locks FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() GROUP BY mode;
 ROLLBACK;
+
+-- A claim without a lease reopened by a rollback to a savepoint is the claim
+-- it was: the same request, fence and kind, even after the key was failed
+-- transiently and claimed again (with another request, or as a row past the
+-- transaction's share of held claims) inside the savepoint.
+BEGIN;
+SELECT fence AS first_fence FROM idem_begin('payments', 'reopened', '{"a": 1}') \gset
+SAVEPOINT s;
+SELECT idem_fail_transient('payments', 'reopened');
+SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 2}');
+ROLLBACK TO SAVEPOINT s;
+SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 1}');
+SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 2}');
+SAVEPOINT t;
+SELECT idem_fail_transient('payments', 'reopened');
+SELECT count(*) FILTER (WHERE b.kind = 'fresh') AS others FROM generate_series(1, 15) g, idem_begin('payments', 'filler-' || g, '{}') b;
+SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 1}');
+ROLLBACK TO SAVEPOINT t;
+SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 1}');
+SELECT idem_commit('payments', 'reopened', '{"r": 1}', :first_fence);
+COMMIT;
+SELECT request_payload, fence = :first_fence AS first_fence FROM idempotency_record WHERE key_value = 'reopened';
+
+-- The registry's checks for records count this transaction's claims without
+-- a row: hash_keys cannot be switched, nor the namespace dropped or bound
+-- elsewhere, under them. A namespace that stops keeping requests before such
+-- a claim is finished records none.
+SELECT namespace FROM idem_namespace_configure('admin-held');
+BEGIN;
+SELECT kind FROM idem_begin('admin-held', 'k', '{"secret": "card-4242"}');
+SAVEPOINT s;
+SELECT hash_keys FROM idem_namespace_configure('admin-held', hash_keys => true);
+ROLLBACK TO SAVEPOINT s;
+SELECT idem_namespace_drop('admin-held');
+ROLLBACK TO SAVEPOINT s;
+SELECT store_request FROM idem_namespace_configure('admin-held', store_request => false);
+SELECT idem_commit('admin-held', 'k', '{"ok": true}');
+COMMIT;
+SELECT status, request_payload FROM idempotency_record WHERE namespace = 'admin-held';
+DELETE FROM idempotency_record WHERE namespace = 'admin-held';
+SELECT idem_namespace_drop('admin-held');

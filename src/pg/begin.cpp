@@ -250,6 +250,13 @@ const pg::StoreStatement take_over = {TAKE_OVER(""), 5,
 const pg::StoreStatement take_over_fenced = {
     TAKE_OVER(", fence = $6"), 6, {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}};
 
+// How many keys one transaction may claim by their lock alone before its
+// claims are written as rows again: a quarter of the lock table's share per
+// transaction, since those locks never take the fast path and the table
+// (max_locks_per_transaction x (max_connections + max_prepared_transactions)
+// entries) is shared by every session.
+long held_limit() { return max_locks_per_xact / 4; }
+
 // Whether an in_progress record that another transaction committed may be
 // taken over: its namespace's lease ran out since it was claimed, or, with
 // no lease (left by an older release, which let autocommit callers commit a
@@ -272,13 +279,14 @@ void wait_on_standby(TransactionId xid, TimestampTz deadline) {
   }
 }
 
-// Waits until transaction xid ends or the deadline passes. The wait is an
-// ordinary lock wait on the transaction (visible in pg_locks, broken by the
+// Waits until transaction xid ends (an invalid xid: until the key's lock,
+// held by a claim without a row, is free) or the deadline passes. The wait
+// is an ordinary lock wait (visible in pg_locks, broken by the
 // deadlock detector, cancelled by statement_timeout or a cancel request),
 // bounded by a lock_timeout set for the wait alone (to the time left,
 // whatever the session's lock_timeout); running out of time is caught
 // inside a subtransaction, and every other error goes on up.
-void wait_for(TransactionId xid, TimestampTz deadline) {
+void wait_for(TransactionId xid, const LOCKTAG& key_lock, TimestampTz deadline) {
   if (RecoveryInProgress()) return wait_on_standby(xid, deadline);
   const long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
   if (remaining <= 0) return;
@@ -292,7 +300,12 @@ void wait_for(TransactionId xid, TimestampTz deadline) {
   BeginInternalSubTransaction(nullptr);
   PG_TRY();
   {
-    XactLockTableWait(xid, nullptr, nullptr, XLTW_None);
+    if (TransactionIdIsValid(xid)) {
+      XactLockTableWait(xid, nullptr, nullptr, XLTW_None);
+    } else {  // a claim held by the key's lock alone
+      (void)LockAcquire(&key_lock, ExclusiveLock, false, false);
+      LockRelease(&key_lock, ExclusiveLock, false);
+    }
     ReleaseCurrentSubTransaction();
   }
   PG_CATCH();
@@ -425,17 +438,58 @@ Datum begin(FunctionCallInfo fcinfo) {
   TimestampTz locked_version = 0;
   bool waited = false;  // counted once, however many times it looks again
   reuse = reuse && opened_for == policy.store && opened_hashed == policy.hash_keys;
+  // Without a lease a claim never outlives its transaction, so the key's
+  // lock held to the end can say what an in_progress row says (docs/
+  // internals.md, "The store", step 4). The key's lock is never waited for,
+  // in any namespace: its holder may hold it to the end (a lease added to a
+  // namespace leaves the claims made before it held).
+  const bool holding = policy.lease_us == 0;
   for (;;) {
-    const LOCKTAG lock = pg::lock_key(ns, key);
+    LOCKTAG lock;
+    const bool locked = pg::try_lock_key(ns, key, &lock);
     const pg::Store store =
         reuse ? opened : pg::open_store(ns, policy.store, table_lock, pg::Call{key, policy.hash_keys, "begin"});
     reuse = false;
     const bool fenced = store.fenced;
+    // This transaction's own claim, held by the lock alone: in flight, as its
+    // own in_progress row would be, or a mismatch with its request.
+    if (const pg::HeldClaim* own = locked ? pg::held_claim(ns, key) : nullptr) {
+      pg::unlock_key(lock);
+      if (pg::same_bytes(own->request_hash, DatumGetByteaPP(submitted))) {
+        Outcome o = outcome(in_flight, submitted);
+        return to_datum(fcinfo, o);
+      }
+      Outcome o = outcome(mismatch, submitted);
+      o.values[f_recorded_request] = PointerGetDatum(own->request);
+      o.nulls[f_recorded_request] = own->request == nullptr || !policy.store_request;
+      o.values[f_recorded_hash] = PointerGetDatum(own->request_hash), o.nulls[f_recorded_hash] = false;
+      return to_datum(fcinfo, o);
+    }
     pg::Probe p = pg::probe_key(store, ns, key, given_key);
     const TimestampTz now = GetCurrentTimestamp();
+    if (!locked && (p.found == pg::Found::nothing || (p.found == pg::Found::row && p.status == 'i'))) {
+      // Held by another transaction: its claim without a row, or a begin
+      // between its probe and its insert or takeover. In flight, since when
+      // is not known; a wait waits for that lock.
+      p.found = pg::Found::busy;
+      p.busy_xid = InvalidTransactionId;
+      p.began_known = false;
+    }
     if (p.found == pg::Found::nothing) {
       pg::require_read_write(given_key, "idem_begin", "begin");
       Datum fence = 0;
+      if (holding && store.own && store.direct && !pg::citus_distributes(policy.store) &&
+          pg::held_locks() < held_limit()) {
+        fence = Int64GetDatum(pg::draw_fence());
+        const pg::HeldClaim held{DatumGetInt64(fence), now,
+                                 DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+                                                                         TimestampTzGetDatum(now),
+                                                                         IntervalPGetDatum(window))),
+                                 DatumGetByteaPP(submitted), policy.store_request ? request : nullptr};
+        pg::claim_held(ns, key, policy.hash_keys, held);
+        Outcome o = fresh_outcome(submitted, 1, fence, false);
+        return to_datum(fcinfo, o);
+      }
       if (store.direct) {
         fence = Int64GetDatum(pg::insert_claim(store, ns, key, submitted, policy.store_request ? request : nullptr,
                                                now, window));
@@ -448,13 +502,13 @@ Datum begin(FunctionCallInfo fcinfo) {
                     policy.store_request ? "       " : "   n   ");
       }
       const bool fence_null = !store.direct && !fenced;
-      pg::unlock_key(lock);
+      if (locked) pg::unlock_key(lock);
       if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
       Outcome o = fresh_outcome(submitted, 1, fence, fence_null);
       return to_datum(fcinfo, o);
     }
     const bool same_request = p.found == pg::Found::row && pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted));
-    if (same_request && p.status == 'i' && !p.own && pg::registry().installed && abandoned(p, policy, now) &&
+    if (locked && same_request && p.status == 'i' && !p.own && pg::registry().installed && abandoned(p, policy, now) &&
         p.updated_at != locked_version) {
       pg::require_read_write(given_key, "idem_begin", "begin");
       const Datum fence = fenced ? Int64GetDatum(pg::draw_fence()) : 0;
@@ -464,7 +518,7 @@ Datum begin(FunctionCallInfo fcinfo) {
       Datum attempt;
       bool none = true;
       pg::execute(fenced ? take_over_fenced : take_over, store, values, "      ", &attempt, &none);
-      pg::unlock_key(lock);
+      if (locked) pg::unlock_key(lock);
       if (none) {
         // Changed meanwhile, or locked by another transaction (a late
         // worker finishing it): look again, and if the same version is
@@ -483,13 +537,13 @@ Datum begin(FunctionCallInfo fcinfo) {
       Outcome o = fresh_outcome(submitted, DatumGetInt32(attempt), fence, !fenced);
       return to_datum(fcinfo, o);
     }
-    pg::unlock_key(lock);
+    if (locked) pg::unlock_key(lock);
 
     if (p.found == pg::Found::busy) {
       if (wait_ms > 0 && now < deadline) {
         if (!waited) pg::count(pg::waits);
         waited = true;
-        wait_for(p.busy_xid, deadline);
+        wait_for(p.busy_xid, lock, deadline);
         continue;  // the holder ended (or time is up): look again
       }
       Outcome o = in_flight_outcome(submitted, p, now);

@@ -46,12 +46,18 @@ struct Claim {
   bool open;
   bool hashed;
   bool in_block;  // made inside a transaction block (not autocommit)
+  bool held;      // held by the key's lock alone: no row (data says what to write)
+  HeldClaim data;
 };
 
 struct Change {
   SubTransactionId subxact;
   Claim* claim;
   bool opened;  // the change opened the claim (a fresh begin) or closed it (a finish)
+  // What an opening change replaced (a claim is opened again after it was
+  // finished, maybe as the other kind): put back when it is undone.
+  bool was_held;
+  HeldClaim was;
 };
 
 HTAB* claims = nullptr;  // NULL: nothing claimed in this transaction
@@ -59,6 +65,7 @@ Change* changes = nullptr;
 int change_count = 0;
 int change_capacity = 0;
 long open_count = 0;
+long held_count = 0;
 
 uint32 claim_hash(const void* k, Size) noexcept {
   const auto* id = static_cast<const ClaimId*>(k);
@@ -89,7 +96,7 @@ void log_change(Claim* claim, bool opened) {
                                                       : repalloc_huge(changes, size));
     change_capacity = capacity;
   }
-  changes[change_count++] = Change{GetCurrentSubTransactionId(), claim, opened};
+  changes[change_count++] = Change{GetCurrentSubTransactionId(), claim, opened, claim->held, claim->data};
   claim->open = opened;
   open_count += opened ? 1 : -1;
 }
@@ -100,6 +107,7 @@ void reset() {
   changes = nullptr;
   change_count = change_capacity = 0;
   open_count = 0;
+  held_count = 0;
 }
 
 // Closes the WITH HOLD cursors declared in this transaction. COMMIT runs
@@ -200,18 +208,14 @@ void on_subxact(SubXactEvent event, SubTransactionId subxact, SubTransactionId, 
   while (change_count > 0 && changes[change_count - 1].subxact >= subxact) {
     const Change& c = changes[--change_count];
     c.claim->open = !c.opened;
+    c.claim->held = c.was_held;
+    c.claim->data = c.was;
     open_count += c.opened ? -1 : 1;
   }
 }
 
-}  // namespace
-
-void register_claim_callbacks() {
-  RegisterXactCallback(on_xact, nullptr);
-  RegisterSubXactCallback(on_subxact, nullptr);
-}
-
-void claim(const text* ns, const text* key, bool hashed) {
+// The entry of (ns, key), made (with copies of both) if there is none.
+Claim* entry(const text* ns, const text* key) {
   if (claims == nullptr) {
     HASHCTL ctl;
     std::memset(&ctl, 0, sizeof ctl);
@@ -229,11 +233,62 @@ void claim(const text* ns, const text* key, bool hashed) {
     id = ClaimId{copy_text(ns), copy_text(key)};
     c = static_cast<Claim*>(hash_search(claims, &id, HASH_ENTER, nullptr));
     c->open = false;
+    c->held = false;
+    c->data = HeldClaim{};
   }
+  return c;
+}
+
+}  // namespace
+
+void register_claim_callbacks() {
+  RegisterXactCallback(on_xact, nullptr);
+  RegisterSubXactCallback(on_subxact, nullptr);
+}
+
+void claim(const text* ns, const text* key, bool hashed) {
+  Claim* c = entry(ns, key);
   c->hashed = hashed;
   c->in_block = IsTransactionBlock();
-  if (!c->open) log_change(c, true);
+  if (c->open) return;
+  log_change(c, true);  // first: it keeps what this claim replaces
+  c->held = false;
 }
+
+void claim_held(const text* ns, const text* key, bool hashed, const HeldClaim& held) {
+  Claim* c = entry(ns, key);
+  MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+  const bytea* hash = static_cast<const bytea*>(PG_DETOAST_DATUM_COPY(PointerGetDatum(held.request_hash)));
+  const Jsonb* request =
+      held.request == nullptr ? nullptr : reinterpret_cast<const Jsonb*>(PG_DETOAST_DATUM_COPY(PointerGetDatum(held.request)));
+  MemoryContextSwitchTo(old);
+  c->hashed = hashed;
+  c->in_block = IsTransactionBlock();
+  if (c->open) return;  // begin answers in_flight for an open claim of its own first
+  if (!c->held) ++held_count;
+  log_change(c, true);  // first: it keeps what this claim replaces
+  c->held = true;
+  c->data = HeldClaim{held.fence, held.claimed_at, held.expires_at, hash, request};
+}
+
+const HeldClaim* held_claim(const text* ns, const text* key) {
+  if (claims == nullptr) return nullptr;
+  const ClaimId id{ns, key};
+  auto* c = static_cast<Claim*>(hash_search(claims, &id, HASH_FIND, nullptr));
+  return c != nullptr && c->open && c->held ? &c->data : nullptr;
+}
+
+long open_held_claims(const text* ns) {
+  if (claims == nullptr) return 0;
+  long n = 0;
+  HASH_SEQ_STATUS seq;
+  hash_seq_init(&seq, claims);
+  while (const Claim* c = static_cast<const Claim*>(hash_seq_search(&seq)))
+    if (c->open && c->held && same_bytes(c->id.ns, ns)) ++n;
+  return n;
+}
+
+long held_locks() { return held_count; }
 
 void finish(const text* ns, const text* key) {
   if (claims == nullptr) return;

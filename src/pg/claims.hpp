@@ -17,6 +17,35 @@ void register_claim_callbacks();
 // the caller's key (a hash_keys namespace), which names it in the message.
 void claim(const text* ns, const text* key, bool hashed);
 
+// A claim held by the key's lock alone (docs/internals.md, "The store",
+// step 4): no row is written at begin, and idem_commit or
+// idem_fail_permanent inserts the finished record once, from this.
+struct HeldClaim {
+  int64 fence;
+  TimestampTz claimed_at;
+  TimestampTz expires_at;
+  const bytea* request_hash;
+  const Jsonb* request;  // nullptr: the namespace keeps no request
+};
+
+// Records that this (sub)transaction claimed the stored key by its lock
+// alone, holding it to the transaction's end; held is copied.
+void claim_held(const text* ns, const text* key, bool hashed, const HeldClaim& held);
+
+// The open claim of (ns, key) that this transaction holds by the key's lock
+// alone, or nullptr.
+const HeldClaim* held_claim(const text* ns, const text* key);
+
+// How many claims of namespace ns this transaction holds open by their lock
+// alone: records in progress that no row shows, which the registry's
+// checks for records (changing hash_keys or the store, dropping the
+// namespace) count too.
+long open_held_claims(const text* ns);
+
+// How many keys this transaction has locked for claims held by their lock
+// (finished or not: the locks are held to the end).
+long held_locks();
+
 // Records that this (sub)transaction finished the record (commit, a failure,
 // or forgetting it). Does nothing for a key this transaction did not claim.
 void finish(const text* ns, const text* key);

@@ -101,10 +101,9 @@ LOCKTAG tag_of(uint64 bits, uint16 field4) {
 
 }  // namespace
 
-LOCKTAG lock_key(const text* ns, const text* key) {
-  const LOCKTAG tag = tag_of(tag_bits('k', ns, key), key_lock_field4);
-  (void)LockAcquire(&tag, ExclusiveLock, false, false);
-  return tag;
+bool try_lock_key(const text* ns, const text* key, LOCKTAG* tag) {
+  *tag = tag_of(tag_bits('k', ns, key), key_lock_field4);
+  return LockAcquire(tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 void unlock_key(const LOCKTAG& tag) { LockRelease(&tag, ExclusiveLock, false); }

@@ -12,14 +12,17 @@ extern "C" {
 
 namespace idem::pg {
 
-// The per-key lock, held only while one begin probes and inserts, never
-// until commit, so a transaction may begin any number of keys without
-// filling the lock table. Its field4 is one PostgreSQL's own pg_advisory_*
-// functions never use (they use 1 and 2), so it cannot collide with an
-// application's advisory locks. lock_key returns the tag it locked, for
-// unlock_key. (A 0.4 schema has no secret: its tags are unkeyed hashes, as
-// that release made them.)
-LOCKTAG lock_key(const text* ns, const text* key);
+// The per-key lock, taken without waiting: tried before a begin's probe
+// under the namespace lock, released after it when the begin wrote a row or
+// found one, and kept to the transaction's end by a claim without a row (a
+// namespace without a lease; docs/internals.md, "The store"). Its field4 is
+// one PostgreSQL's own pg_advisory_* functions never use (they use 1 and
+// 2), so it cannot collide with an application's advisory locks.
+// try_lock_key returns false (holding nothing) when another transaction
+// holds it, and the tag in *tag either way, for unlock_key or a wait. (A
+// 0.4 schema has no secret: its tags are unkeyed hashes, as that release
+// made them.)
+bool try_lock_key(const text* ns, const text* key, LOCKTAG* tag);
 void unlock_key(const LOCKTAG& tag);
 
 // The namespace lock, held until the transaction ends: every begin holds it

@@ -15,6 +15,7 @@ extern "C" {
 
 #include "../core/error.hpp"
 #include "citus.hpp"
+#include "claims.hpp"
 #include "extension.hpp"
 #include "guard.hpp"
 #include "purge.hpp"
@@ -203,7 +204,9 @@ IDEM_FUNCTION(idem_store_count) {
   Datum row[1];
   bool nulls[1] = {true};
   (void)pg::execute(count_records, store, values, "  ", row, nulls);
-  PG_RETURN_INT64(nulls[0] ? 0 : DatumGetInt64(row[0]));
+  // This transaction's claims without a row are records in progress too.
+  const int64 held = store.own ? pg::open_held_claims(ns) : 0;
+  PG_RETURN_INT64((nulls[0] ? 0 : DatumGetInt64(row[0])) + held);
 }
 
 // idem_store_stats(store regclass): idem_namespace_stats's figures for

@@ -17,6 +17,7 @@ extern "C" {
 #include "citus.hpp"
 #include "claims.hpp"
 #include "guard.hpp"
+#include "lock_tags.hpp"
 #include "policy.hpp"
 #include "probe.hpp"
 #include "store.hpp"
@@ -104,6 +105,15 @@ Datum proof_datum(const pg::Claim& proof) {
   return proof.kind == pg::Claim::attempt ? Int32GetDatum(static_cast<int32>(proof.value)) : Int64GetDatum(proof.value);
 }
 
+// Whether another transaction holds the key's lock: a claim without a row
+// (a namespace without a lease), or a begin between its probe and insert.
+bool held_elsewhere(const text* ns, const text* key) {
+  LOCKTAG tag;
+  if (!pg::try_lock_key(ns, key, &tag)) return true;
+  pg::unlock_key(tag);
+  return false;
+}
+
 // Called when no in_progress row matched: says why, with SQLSTATE 55000, or
 // 40001 when the record changed after the transaction's snapshot. Every
 // PostgreSQL call comes first; strings are built only to throw. given_key is
@@ -124,7 +134,7 @@ Datum proof_datum(const pg::Claim& proof) {
     if (latest_none != none || (!none && !pg::same_bytes(status_text, DatumGetTextPP(latest))))
       pg::concurrent_change(given_key);
   }
-  if (none && pg::probe_key(store, ns, key, given_key).found == pg::Found::busy)
+  if (none && (pg::probe_key(store, ns, key, given_key).found == pg::Found::busy || held_elsewhere(ns, key)))
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       std::string("cannot ") + action + " idempotency key " + label +
                           ": this transaction holds no claim on it",
@@ -188,6 +198,48 @@ Datum proof_datum(const pg::Claim& proof) {
                         "; committed and failed records are final.");
 }
 
+// Whether proof names the claim this transaction holds by the key's lock
+// alone (its first attempt, drawn with its fence); raises 55000 as a
+// transition with another claim's proof does when it does not.
+void check_held_proof(const pg::HeldClaim& held, const pg::Claim& proof, const text* given_key,
+                      const char* action) {
+  if (proof.kind == pg::Claim::none || (proof.kind == pg::Claim::attempt && proof.value == 1) ||
+      (proof.kind == pg::Claim::fence && proof.value == held.fence))
+    return;
+  char label[32];
+  pg::key_label(given_key, label);
+  if (proof.kind == pg::Claim::fence)
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot ") + action + " an idempotency record held under another fence",
+                      "The record for key " + std::string(label) +
+                          " is in progress under attempt 1, with a fence other than the one given: the claim that "
+                          "drew that fence is over (its lease ran out and a later begin took the record over, or "
+                          "the record was forgotten or purged and begun again), or it is another key's, or another "
+                          "copy of the database's. Only the claim holding the record may finish it.",
+                      "Pass the fence that idem_begin answered with fresh for this key.");
+  throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                    std::string("cannot ") + action + " an idempotency record under an attempt it has not reached",
+                    "The record for key " + std::string(label) + " is in progress under attempt 1; no begin has "
+                        "answered attempt " + std::to_string(proof.value) +
+                        ". Pass the attempt that idem_begin answered with fresh.");
+}
+
+// A claim held by its lock alone is written to the extension's own table,
+// where it was claimed; raises 55000 when this transaction bound the
+// namespace to another store since (the claim stays open, so COMMIT is
+// refused and nothing of the attempt is kept).
+void refuse_moved_claim(const pg::Store& store, const text* ns, const text* given_key, const char* action) {
+  if (store.own && store.direct) return;
+  char label[32];
+  pg::key_label(given_key, label);
+  throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                    std::string("cannot ") + action + " idempotency key " + label +
+                        ": its namespace was bound to another store after it was claimed",
+                    "This transaction's idem_begin claimed the key in namespace \"" + pg::string_of(ns) +
+                        "\" in the extension's table, and then bound the namespace to another store.",
+                    "Bind the namespace before beginning its keys, or in another transaction.");
+}
+
 [[noreturn]] void invalid_error_payload(const std::string& what) {
   throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency error payload",
                     what +
@@ -249,6 +301,14 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
   const char* nulls = committing ? "    n " : "   n  ";
   const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock,
                                          pg::Call{key, policy.hash_keys, committing ? "commit" : "fail_permanent"});
+  if (const pg::HeldClaim* held = pg::held_claim(ns, key)) {  // no row yet: its one write
+    check_held_proof(*held, proof, given_key, committing ? "commit" : "fail");
+    refuse_moved_claim(store, ns, given_key, committing ? "commit" : "fail");
+    pg::insert_finished(store, ns, key, *held, committing, payload, policy.store_request);
+    pg::finish(ns, key);
+    pg::count(committing ? pg::commits : pg::permanent_failures);
+    return;
+  }
   const uint64 done = store.direct ? pg::finish_claim(store, ns, key, proof, committing, payload)
                       : proof.kind == pg::Claim::none && !pg::claimed_here(store, ns, key)
                           ? 0
@@ -271,6 +331,13 @@ void forget(FunctionCallInfo fcinfo, bool fence) {
   const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), proof_datum(proof)};
   const pg::Store store =
       pg::open_store(ns, policy.store, RowExclusiveLock, pg::Call{key, policy.hash_keys, "fail_transient"});
+  if (const pg::HeldClaim* held = pg::held_claim(ns, key)) {  // nothing written: nothing to forget
+    check_held_proof(*held, proof, given_key, "fail");
+    refuse_moved_claim(store, ns, given_key, "fail");
+    pg::finish(ns, key);
+    pg::count(pg::transient_failures);
+    return;
+  }
   const uint64 done = store.direct ? pg::forget_claim(store, ns, key, proof)
                       : proof.kind == pg::Claim::none && !pg::claimed_here(store, ns, key)
                           ? 0

@@ -196,6 +196,31 @@ int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, 
   return fence;
 }
 
+void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& held, bool committing,
+                     Jsonb* payload, bool keep_request) {
+  Relation table = table_open(store.table, RowExclusiveLock);
+  Datum values[natts] = {};
+  bool nulls[natts] = {};
+  values[col_namespace - 1] = PointerGetDatum(ns);
+  values[col_key_value - 1] = PointerGetDatum(key);
+  values[col_status - 1] = CStringGetTextDatum(committing ? "committed" : "failed");
+  values[col_request_hash - 1] = PointerGetDatum(held.request_hash);
+  values[col_request_payload - 1] = PointerGetDatum(held.request);
+  nulls[col_request_payload - 1] = held.request == nullptr || !keep_request;
+  values[col_result_payload - 1] = values[col_error_payload - 1] = PointerGetDatum(payload);
+  nulls[col_result_payload - 1] = !committing;
+  nulls[col_error_payload - 1] = committing;
+  values[col_created_at - 1] = TimestampTzGetDatum(held.claimed_at);
+  values[col_updated_at - 1] = TimestampTzGetDatum(GetCurrentTimestamp());
+  values[col_expires_at - 1] = TimestampTzGetDatum(held.expires_at);
+  values[col_attempt - 1] = Int32GetDatum(1);
+  values[col_fence - 1] = Int64GetDatum(held.fence);
+  HeapTuple tuple = heap_form_tuple(RelationGetDescr(table), values, nulls);
+  heap_insert(table, tuple, GetCurrentCommandId(true), 0, nullptr);
+  insert_entries(store, table, values, &tuple->t_self, false);
+  table_close(table, NoLock);
+}
+
 bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload) {
   return transition(store, ns, key, claim, false, committing, payload);
 }

@@ -6,6 +6,7 @@
 // none of it is lost.
 #pragma once
 
+#include "claims.hpp"
 #include "store.hpp"
 
 namespace idem::pg {
@@ -24,6 +25,14 @@ Snapshot push_snapshot();
 // no row for it.
 int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, Jsonb* request,
                    TimestampTz now, Interval* window);
+
+// Inserts the finished record (status 'c' with the result, or 'f' with the
+// error payload) of a claim held by the key's lock alone, finished at the
+// current clock: the one write of a fresh attempt in a namespace without a
+// lease. The caller holds the key's lock. keep_request: the namespace keeps
+// requests now (it may have been switched off since the claim).
+void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& held, bool committing,
+                     Jsonb* payload, bool keep_request);
 
 // Which in_progress record a transition may change: any (none), or only the
 // one at this attempt (0.4's proof) or drawn with this fence (0.5's).

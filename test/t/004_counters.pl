@@ -60,8 +60,11 @@ $waiter->query_until(qr/waiting/, q{
 	\echo waiting
 	SELECT kind FROM idempotency.idem_begin('n', 'held', '{}', in_flight_wait => '60s');
 });
+# 'n' has no lease: the holder's claim is its key's lock, held to its
+# transaction's end (one write per fresh attempt), and the waiter waits on
+# that lock (advisory, objsubid 18756), not on the holder's transaction id.
 $node->poll_query_until('postgres',
-	q{SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted})
+	q{SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 18756 AND NOT granted})
   or die 'the waiter never waited';
 $holder->query_safe(q{SELECT idempotency.idem_commit('n', 'held', '{}'); COMMIT;});
 $holder->quit;
