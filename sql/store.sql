@@ -298,8 +298,12 @@ SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 1}');
 SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 2}');
 SAVEPOINT t;
 SELECT idem_fail_transient('payments', 'reopened');
-SELECT count(*) FILTER (WHERE b.kind = 'fresh') AS others FROM generate_series(1, 15) g, idem_begin('payments', 'filler-' || g, '{}') b;
+SELECT count(*) FILTER (WHERE b.kind = 'fresh') = current_setting('max_locks_per_transaction')::int / 4 - 1 AS share_filled
+FROM generate_series(1, current_setting('max_locks_per_transaction')::int / 4 - 1) g, idem_begin('payments', 'filler-' || g, '{}') b;
+SELECT count(*) = current_setting('max_locks_per_transaction')::int / 4 AS share_held
+FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 18756 AND pid = pg_backend_pid();
 SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 1}');
+SELECT count(*) AS written_as_row FROM idempotency_record WHERE key_value = 'reopened' AND status = 'in_progress';
 ROLLBACK TO SAVEPOINT t;
 SELECT kind FROM idem_begin('payments', 'reopened', '{"a": 1}');
 SELECT idem_commit('payments', 'reopened', '{"r": 1}', :first_fence);
