@@ -467,10 +467,13 @@ Datum begin(FunctionCallInfo fcinfo) {
     }
     pg::Probe p = pg::probe_key(store, ns, key, given_key);
     const TimestampTz now = GetCurrentTimestamp();
-    if (!locked && (p.found == pg::Found::nothing || (p.found == pg::Found::row && p.status == 'i'))) {
+    if (!locked && (p.found == pg::Found::nothing ||
+                    (p.found == pg::Found::row && p.status == 'i' &&
+                     pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted))))) {
       // Held by another transaction: its claim without a row, or a begin
       // between its probe and its insert or takeover. In flight, since when
-      // is not known; a wait waits for that lock.
+      // is not known; a wait waits for that lock. (A row with another
+      // request is a mismatch whoever holds the lock.)
       p.found = pg::Found::busy;
       p.busy_xid = InvalidTransactionId;
       p.began_known = false;

@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "common/hashfn.h"
+#include "utils/resowner.h"
 }
 
 #include "../core/hmac.hpp"
@@ -99,23 +100,41 @@ LOCKTAG tag_of(uint64 bits, uint16 field4) {
   return tag;
 }
 
+// Takes tag in mode for the current (sub)transaction, not for the portal
+// whose execution asked (a cursor's fetch runs under the cursor's resource
+// owner): these locks stand for claims and for reads of a namespace's
+// settings, which the claim registry and the transaction keep, so they must
+// be released with that (sub)transaction and no earlier. A later fetch of
+// the cursor that fails inside a savepoint releases the cursor's own locks.
+// false: dont_wait and another transaction holds it.
+bool acquire(const LOCKTAG& tag, LOCKMODE mode, bool dont_wait) {
+  ResourceOwner portal_owner = CurrentResourceOwner;
+  CurrentResourceOwner = CurTransactionResourceOwner;
+  const LockAcquireResult r = LockAcquire(&tag, mode, false, dont_wait);
+  CurrentResourceOwner = portal_owner;
+  return r != LOCKACQUIRE_NOT_AVAIL;
+}
+
 }  // namespace
 
 bool try_lock_key(const text* ns, const text* key, LOCKTAG* tag) {
   *tag = tag_of(tag_bits('k', ns, key), key_lock_field4);
-  return LockAcquire(tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+  return acquire(*tag, ExclusiveLock, true);
 }
 
-void unlock_key(const LOCKTAG& tag) { LockRelease(&tag, ExclusiveLock, false); }
+void unlock_key(const LOCKTAG& tag) {
+  ResourceOwner portal_owner = CurrentResourceOwner;
+  CurrentResourceOwner = CurTransactionResourceOwner;
+  LockRelease(&tag, ExclusiveLock, false);
+  CurrentResourceOwner = portal_owner;
+}
 
 void lock_namespace(const text* ns, LOCKMODE mode) {
-  const LOCKTAG tag = tag_of(tag_bits('n', ns, nullptr), namespace_lock_field4);
-  (void)LockAcquire(&tag, mode, false, false);
+  (void)acquire(tag_of(tag_bits('n', ns, nullptr), namespace_lock_field4), mode, false);
 }
 
 bool try_lock_namespace(const text* ns, LOCKMODE mode) {
-  const LOCKTAG tag = tag_of(tag_bits('n', ns, nullptr), namespace_lock_field4);
-  return LockAcquire(&tag, mode, false, true) != LOCKACQUIRE_NOT_AVAIL;
+  return acquire(tag_of(tag_bits('n', ns, nullptr), namespace_lock_field4), mode, true);
 }
 
 }  // namespace idem::pg
