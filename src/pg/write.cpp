@@ -52,6 +52,17 @@ void insert_entries(const Store& store, Relation table, const Datum* values, Ite
   index_close(pkey, NoLock);
 }
 
+// Inserts the record whose columns are values/nulls into store's table and
+// both its indexes: a claim's in_progress row, or a held claim's finished
+// record.
+void insert_record(const Store& store, Datum (&values)[natts], bool (&nulls)[natts]) {
+  Relation table = table_open(store.table, RowExclusiveLock);
+  HeapTuple tuple = heap_form_tuple(RelationGetDescr(table), values, nulls);
+  heap_insert(table, tuple, GetCurrentCommandId(true), 0, nullptr);
+  insert_entries(store, table, values, &tuple->t_self, false);
+  table_close(table, NoLock);
+}
+
 // Reads the record for (ns, key) under snapshot into values/nulls (with its
 // tid; values NULL: the tid only); false when there is none or it is not the
 // in_progress record claim names. No proof (Claim::none) names only a record
@@ -174,7 +185,6 @@ Snapshot push_snapshot() {
 int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, Jsonb* request,
                    TimestampTz now, Interval* window) {
   const int64 fence = draw_fence();
-  Relation table = table_open(store.table, RowExclusiveLock);
   Datum values[natts] = {};
   bool nulls[natts] = {};
   values[col_namespace - 1] = PointerGetDatum(ns);
@@ -189,16 +199,12 @@ int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, 
       DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(window));
   values[col_attempt - 1] = Int32GetDatum(1);
   values[col_fence - 1] = Int64GetDatum(fence);
-  HeapTuple tuple = heap_form_tuple(RelationGetDescr(table), values, nulls);
-  heap_insert(table, tuple, GetCurrentCommandId(true), 0, nullptr);
-  insert_entries(store, table, values, &tuple->t_self, false);
-  table_close(table, NoLock);
+  insert_record(store, values, nulls);
   return fence;
 }
 
 void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& held, bool committing,
                      Jsonb* payload, bool keep_request) {
-  Relation table = table_open(store.table, RowExclusiveLock);
   Datum values[natts] = {};
   bool nulls[natts] = {};
   values[col_namespace - 1] = PointerGetDatum(ns);
@@ -215,10 +221,7 @@ void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& h
   values[col_expires_at - 1] = TimestampTzGetDatum(held.expires_at);
   values[col_attempt - 1] = Int32GetDatum(1);
   values[col_fence - 1] = Int64GetDatum(held.fence);
-  HeapTuple tuple = heap_form_tuple(RelationGetDescr(table), values, nulls);
-  heap_insert(table, tuple, GetCurrentCommandId(true), 0, nullptr);
-  insert_entries(store, table, values, &tuple->t_self, false);
-  table_close(table, NoLock);
+  insert_record(store, values, nulls);
 }
 
 bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload) {
