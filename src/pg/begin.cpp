@@ -339,18 +339,23 @@ Asked asked(FunctionCallInfo fcinfo, const pg::Policy& policy, const text* ns, c
   return {window, pg::stored_key(given_key, policy)};
 }
 
+// A mismatch with the claim or record of the key: its request hash and its
+// request (request_null: none kept). With store_request off the recorded
+// request is never shown, even one kept from before it was switched off.
+Outcome mismatch_outcome(Datum submitted, Datum recorded_hash, Datum recorded_request, bool request_null,
+                         const pg::Policy& policy) {
+  Outcome o = outcome(mismatch, submitted);
+  o.values[f_recorded_request] = recorded_request;
+  o.nulls[f_recorded_request] = request_null || !policy.store_request;
+  o.values[f_recorded_hash] = recorded_hash, o.nulls[f_recorded_hash] = false;
+  return o;
+}
+
 // The answer of a record whose work is done (committed or failed, or an
 // in_progress record with another request): its replay, or a mismatch.
 Outcome finished_outcome(const pg::Probe& p, Datum submitted, const pg::Policy& policy) {
-  if (!pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted))) {
-    // With store_request off the recorded request is never shown, even
-    // one kept from before it was switched off.
-    Outcome o = outcome(mismatch, submitted);
-    o.values[f_recorded_request] = p.request_payload;
-    o.nulls[f_recorded_request] = p.request_null || !policy.store_request;
-    o.values[f_recorded_hash] = p.request_hash, o.nulls[f_recorded_hash] = false;
-    return o;
-  }
+  if (!pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted)))
+    return mismatch_outcome(submitted, p.request_hash, p.request_payload, p.request_null, policy);
   Outcome o = outcome(p.status == 'c' ? prior_result : prior_error, submitted);
   if (p.status == 'c')
     o.values[f_result] = p.result_payload, o.nulls[f_result] = p.result_null;
@@ -459,10 +464,8 @@ Datum begin(FunctionCallInfo fcinfo) {
         Outcome o = outcome(in_flight, submitted);
         return to_datum(fcinfo, o);
       }
-      Outcome o = outcome(mismatch, submitted);
-      o.values[f_recorded_request] = PointerGetDatum(own->request);
-      o.nulls[f_recorded_request] = own->request == nullptr || !policy.store_request;
-      o.values[f_recorded_hash] = PointerGetDatum(own->request_hash), o.nulls[f_recorded_hash] = false;
+      Outcome o = mismatch_outcome(submitted, PointerGetDatum(own->request_hash), PointerGetDatum(own->request),
+                                   own->request == nullptr, policy);
       return to_datum(fcinfo, o);
     }
     pg::Probe p = pg::probe_key(store, ns, key, given_key);
