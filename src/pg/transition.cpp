@@ -114,6 +114,37 @@ bool held_elsewhere(const text* ns, const text* key) {
   return false;
 }
 
+// Raises 55000 for a transition whose proof (a fence, or an attempt number)
+// is not that of the claim in progress under attempt holder: what the
+// claim holder would have to pass instead.
+[[noreturn]] void wrong_proof(const char* action, const char* label, int32 holder, const pg::Claim& proof) {
+  if (proof.kind == pg::Claim::fence)
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot ") + action + " an idempotency record held under another fence",
+                      "The record for key " + std::string(label) + " is in progress under attempt " +
+                          std::to_string(holder) +
+                          (holder > 1 ? " (taken over " + std::to_string(holder - 1) + " time" +
+                                            (holder > 2 ? "s" : "") + ")"
+                                      : std::string()) +
+                          ", with a fence other than the one given: the claim that drew that fence is over (its "
+                          "lease ran out and a later begin took the record over, or the record was forgotten or "
+                          "purged and begun again), or it is another key's, or another copy of the database's. "
+                          "Only the claim holding the record may finish it.",
+                      "Pass the fence that idem_begin answered with fresh for this key.");
+  if (holder > proof.value)
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot ") + action + " an idempotency record taken over by another attempt",
+                      "The record for key " + std::string(label) + " is in progress under attempt " +
+                          std::to_string(holder) + ", not " + std::to_string(proof.value) +
+                          ": that attempt outlived the namespace's in_progress_lease and a later begin took the "
+                          "record over. Only the attempt holding the record may finish it.");
+  throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                    std::string("cannot ") + action + " an idempotency record under an attempt it has not reached",
+                    "The record for key " + std::string(label) + " is in progress under attempt " +
+                        std::to_string(holder) + "; no begin has answered attempt " + std::to_string(proof.value) +
+                        ". Pass the attempt that idem_begin answered with fresh.");
+}
+
 // Called when no in_progress row matched: says why, with SQLSTATE 55000, or
 // 40001 when the record changed after the transaction's snapshot. Every
 // PostgreSQL call comes first; strings are built only to throw. given_key is
@@ -146,43 +177,13 @@ bool held_elsewhere(const text* ns, const text* key) {
                       std::string("cannot ") + action + " an idempotency record that is not in progress",
                       "No record exists for key " + std::string(label) + " in namespace \"" + pg::string_of(ns) +
                           "\"; idem_begin must answer fresh first.");
-  if (proof.kind == pg::Claim::fence && pg::string_of(status_text) == "in_progress") {
+  if (proof.kind != pg::Claim::none && pg::string_of(status_text) == "in_progress") {
     // Fences say nothing by their order (they are random): only the attempt
     // number tells whether the record was taken over since it was claimed.
     Datum holder_attempt;
     bool unknown = true;
     pg::execute(current_attempt, store, values, "  ", &holder_attempt, &unknown);
-    const int32 holder = unknown ? 0 : DatumGetInt32(holder_attempt);
-    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      std::string("cannot ") + action + " an idempotency record held under another fence",
-                      "The record for key " + std::string(label) + " is in progress under attempt " +
-                          std::to_string(holder) +
-                          (holder > 1 ? " (taken over " + std::to_string(holder - 1) + " time" +
-                                            (holder > 2 ? "s" : "") + ")"
-                                      : std::string()) +
-                          ", with a fence other than the one given: the claim that drew that fence is over (its "
-                          "lease ran out and a later begin took the record over, or the record was forgotten or "
-                          "purged and begun again), or it is another key's, or another copy of the database's. "
-                          "Only the claim holding the record may finish it.",
-                      "Pass the fence that idem_begin answered with fresh for this key.");
-  }
-  if (proof.kind == pg::Claim::attempt && pg::string_of(status_text) == "in_progress") {
-    Datum current;
-    bool unknown = true;
-    pg::execute(current_attempt, store, values, "  ", &current, &unknown);
-    const int32 holder = unknown ? 0 : DatumGetInt32(current);
-    if (holder > proof.value)
-      throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                        std::string("cannot ") + action + " an idempotency record taken over by another attempt",
-                        "The record for key " + std::string(label) + " is in progress under attempt " +
-                            std::to_string(holder) + ", not " + std::to_string(proof.value) +
-                            ": that attempt outlived the namespace's in_progress_lease and a later begin took the "
-                            "record over. Only the attempt holding the record may finish it.");
-    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      std::string("cannot ") + action + " an idempotency record under an attempt it has not reached",
-                      "The record for key " + std::string(label) + " is in progress under attempt " +
-                          std::to_string(holder) + "; no begin has answered attempt " + std::to_string(proof.value) +
-                          ". Pass the attempt that idem_begin answered with fresh.");
+    wrong_proof(action, label, unknown ? 0 : DatumGetInt32(holder_attempt), proof);
   }
   if (proof.kind == pg::Claim::none && pg::string_of(status_text) == "in_progress")
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
@@ -208,20 +209,7 @@ void check_held_proof(const pg::HeldClaim& held, const pg::Claim& proof, const t
     return;
   char label[32];
   pg::key_label(given_key, label);
-  if (proof.kind == pg::Claim::fence)
-    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      std::string("cannot ") + action + " an idempotency record held under another fence",
-                      "The record for key " + std::string(label) +
-                          " is in progress under attempt 1, with a fence other than the one given: the claim that "
-                          "drew that fence is over (its lease ran out and a later begin took the record over, or "
-                          "the record was forgotten or purged and begun again), or it is another key's, or another "
-                          "copy of the database's. Only the claim holding the record may finish it.",
-                      "Pass the fence that idem_begin answered with fresh for this key.");
-  throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                    std::string("cannot ") + action + " an idempotency record under an attempt it has not reached",
-                    "The record for key " + std::string(label) + " is in progress under attempt 1; no begin has "
-                        "answered attempt " + std::to_string(proof.value) +
-                        ". Pass the attempt that idem_begin answered with fresh.");
+  wrong_proof(action, label, 1, proof);
 }
 
 // A claim held by its lock alone is written to the extension's own table,
