@@ -257,14 +257,14 @@ void claim(const text* ns, const text* key, bool hashed) {
 
 void claim_held(const text* ns, const text* key, bool hashed, const HeldClaim& held) {
   Claim* c = entry(ns, key);
+  c->hashed = hashed;
+  c->in_block = IsTransactionBlock();
+  if (c->open) return;  // begin answers in_flight for an open claim of its own first
   MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
   const bytea* hash = static_cast<const bytea*>(PG_DETOAST_DATUM_COPY(PointerGetDatum(held.request_hash)));
   const Jsonb* request =
       held.request == nullptr ? nullptr : reinterpret_cast<const Jsonb*>(PG_DETOAST_DATUM_COPY(PointerGetDatum(held.request)));
   MemoryContextSwitchTo(old);
-  c->hashed = hashed;
-  c->in_block = IsTransactionBlock();
-  if (c->open) return;  // begin answers in_flight for an open claim of its own first
   if (!c->held) ++held_count;
   log_change(c, true);  // first: it keeps what this claim replaces
   c->held = true;
