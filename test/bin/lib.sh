@@ -198,7 +198,31 @@ suite_pgtap() {
 # are in PG_BIN. It runs initdb, which refuses root: when we are root, the
 # tests run as `postgres` from a copy it owns, in WORK/perl.
 suite_perl_tap() {
+  case " ${*:2} " in
+    *" 013_mixed_libraries.pl "*) ;;
+    *) old_release "$1/old-release" || return 1 ;;
+  esac
   prove_tree "$1/perl" "$REPO/test/t" "${@:2}"
+}
+
+# The commit at which release 0.5.0 landed: 013_mixed_libraries.pl runs its
+# library beside this build's in one server.
+OLD_RELEASE_COMMIT=7e6f60d
+
+# old_release DIR: builds release 0.5.0 from the git history into DIR and
+# exports IDEM_OLD_RELEASE=DIR; without the history (a PGXN archive, a copy)
+# it says so, and 013 skips (CI sets IDEM_REQUIRE_OLD_RELEASE=1: it fails).
+old_release() {
+  local dir=$1
+  unset IDEM_OLD_RELEASE
+  if ! git -c safe.directory="$REPO" -C "$REPO" cat-file -e "$OLD_RELEASE_COMMIT^{commit}" 2>/dev/null; then
+    echo "Perl TAP: no git history of release 0.5.0 ($OLD_RELEASE_COMMIT) in $REPO: 013_mixed_libraries.pl skips"
+    return 0
+  fi
+  rm -rf "$dir" && mkdir -p "$dir"
+  git -c safe.directory="$REPO" -C "$REPO" archive "$OLD_RELEASE_COMMIT" | tar -x -C "$dir"
+  make -s -C "$dir" PG_CONFIG="$PG_CONFIG" >"$dir/build.log" 2>&1 || { tail -n 30 "$dir/build.log"; return 1; }
+  export IDEM_OLD_RELEASE=$dir
 }
 
 # suite_citus WORK: the Citus layer (test/citus: a coordinator and two
@@ -228,6 +252,8 @@ prove_tree() {
     PATH="$PG_TOOLS:$PG_BIN:$PATH" TESTDIR="$dir" \
     ${IDEM_LOAD_TRANSACTIONS:+IDEM_LOAD_TRANSACTIONS=$IDEM_LOAD_TRANSACTIONS} \
     ${IDEM_MEMORY_CYCLES:+IDEM_MEMORY_CYCLES=$IDEM_MEMORY_CYCLES} \
+    ${IDEM_OLD_RELEASE:+IDEM_OLD_RELEASE=$IDEM_OLD_RELEASE} \
+    ${IDEM_REQUIRE_OLD_RELEASE:+IDEM_REQUIRE_OLD_RELEASE=$IDEM_REQUIRE_OLD_RELEASE} \
     PERL5LIB="$pgxs/test/perl" PG_REGRESS="$pgxs/test/regress/pg_regress" \
     prove t/*.pl) || { cat "$dir"/tmp_check/log/regress_log_* 2>/dev/null | tail -n 60; return 1; }
 }
