@@ -129,6 +129,19 @@ void unlock_key(const LOCKTAG& tag) {
   CurrentResourceOwner = portal_owner;
 }
 
+bool key_lock_holder(const text* ns, const text* key, int* pid) {
+  const LOCKTAG tag = tag_of(tag_bits('k', ns, key), key_lock_field4);
+  const LockData* data = GetLockStatusData();
+  for (int i = 0; i < data->nelements; ++i) {
+    const LockInstanceData& held = data->locks[i];
+    if ((held.holdMask & LOCKBIT_ON(ExclusiveLock)) != 0 && std::memcmp(&held.locktag, &tag, sizeof tag) == 0) {
+      *pid = held.pid;
+      return true;
+    }
+  }
+  return false;
+}
+
 void lock_namespace(const text* ns, LOCKMODE mode) {
   (void)acquire(tag_of(tag_bits('n', ns, nullptr), namespace_lock_field4), mode, false);
 }

@@ -25,6 +25,13 @@ namespace idem::pg {
 bool try_lock_key(const text* ns, const text* key, LOCKTAG* tag);
 void unlock_key(const LOCKTAG& tag);
 
+// Whether a transaction holds the key's lock, found in the lock table
+// without taking the lock (a look that took it, even for an instant, could
+// make a concurrent begin answer in_flight). *pid: the holder's backend, 0
+// for a prepared transaction. For operators (idem_key_state): it reads the
+// whole lock table.
+bool key_lock_holder(const text* ns, const text* key, int* pid);
+
 // The namespace lock, held until the transaction ends: every begin holds it
 // in ShareLock, and the registry functions that must see every record of
 // the namespace (changing hash_keys or the store, dropping it) take

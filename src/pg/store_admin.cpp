@@ -101,6 +101,8 @@ const pg::StoreStatement store_stats = {
     " pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(r.created_at)"
     "   FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'in_progress') AS oldest_in_progress_age,"
     " pg_catalog.count(*) FILTER (WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()) AS expired,"
+    " pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(r.expires_at)"
+    "   FILTER (WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()) AS oldest_expired_age,"
     " pg_catalog.sum(pg_catalog.pg_column_size(r.*))::pg_catalog.int8 AS row_bytes"
     " FROM @store@ r GROUP BY r.namespace) s",
     0,

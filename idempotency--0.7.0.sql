@@ -1,4 +1,4 @@
-/* idempotency--0.6.0.sql: release 0.6.0, installed directly. An existing
+/* idempotency--0.7.0.sql: release 0.7.0, installed directly. An existing
    installation reaches the same objects through the update scripts
    (sql/setup.sql compares the two). */
 
@@ -532,12 +532,21 @@ COMMENT ON FUNCTION idem_stats_count_purged(bigint) IS
 'Internal: adds to the purged_rows counter (called by idem_purge)';
 
 -- The counters and the size of the table with its indexes and TOAST.
+-- held_key_locks: the store's per-key locks granted now in this database,
+-- which counts the claims held by their lock alone (no row shows them; a
+-- namespace without a lease), plus any begin between its look and its answer.
+-- Their tags are keyed to name no namespace, so the count is per database.
 CREATE VIEW idem_stats AS
-SELECT c.*, pg_catalog.pg_total_relation_size('@extschema@.idempotency_record'::pg_catalog.regclass) AS table_bytes
+SELECT c.*, pg_catalog.pg_total_relation_size('@extschema@.idempotency_record'::pg_catalog.regclass) AS table_bytes,
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_locks l
+        WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.objsubid OPERATOR(pg_catalog.=) 18756 AND l.granted
+          AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
+                                                 WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+       ) AS held_key_locks
 FROM @extschema@.idem_stats_counters() c;
 
 COMMENT ON VIEW idem_stats IS
-'Cumulative counters (counters_on false unless preloaded) and the size of the store';
+'Cumulative counters (counters_on false unless preloaded), the size of the store, the per-key locks held now';
 
 -- One row per namespace and store, counted from each table (full scans: for
 -- an operator or a monitoring job once a minute, not for every request). An
@@ -547,7 +556,8 @@ COMMENT ON VIEW idem_stats IS
 -- owner (a read runs no trigger).
 CREATE FUNCTION idem_namespace_stats_rows(
     OUT namespace text, OUT in_progress bigint, OUT committed bigint, OUT failed bigint,
-    OUT oldest_in_progress_age interval, OUT expired bigint, OUT row_bytes bigint, OUT store regclass)
+    OUT oldest_in_progress_age interval, OUT expired bigint, OUT oldest_expired_age interval,
+    OUT row_bytes bigint, OUT store regclass)
 RETURNS SETOF record
 LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 SECURITY DEFINER
@@ -573,9 +583,10 @@ BEGIN
         figures := @extschema@.idem_store_stats(t);   -- read as the store's owner
         RETURN QUERY
             SELECT s.namespace, s.in_progress, s.committed, s.failed, s.oldest_in_progress_age, s.expired,
-                   s.row_bytes, t
+                   s.oldest_expired_age, s.row_bytes, t
             FROM jsonb_to_recordset(figures) AS s(namespace text, in_progress bigint, committed bigint, failed bigint,
-                                                  oldest_in_progress_age interval, expired bigint, row_bytes bigint);
+                                                  oldest_in_progress_age interval, expired bigint,
+                                                  oldest_expired_age interval, row_bytes bigint);
     END LOOP;
 END;
 $$;
@@ -585,11 +596,11 @@ GRANT EXECUTE ON FUNCTION idem_namespace_stats_rows() TO pg_monitor;
 
 CREATE VIEW idem_namespace_stats AS
 SELECT namespace COLLATE "C" AS namespace, in_progress, committed, failed, oldest_in_progress_age, expired,
-       row_bytes, store
+       oldest_expired_age, row_bytes, store
 FROM @extschema@.idem_namespace_stats_rows();
 
 COMMENT ON VIEW idem_namespace_stats IS
-'Rows per namespace by status, the oldest committed in_progress row, expired rows not yet purged, bytes';
+'Rows per namespace by status, the oldest committed in_progress row, expired rows not yet purged and how long the oldest has waited, bytes';
 
 -- What is stored is not for every role: monitoring roles read the views,
 -- superusers reset the counters.
@@ -602,6 +613,27 @@ GRANT EXECUTE ON FUNCTION idem_stats_counters() TO pg_monitor;
 REVOKE ALL ON FUNCTION idem_purge(integer, integer) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE idem_purge_batches(integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_stats_count_purged(bigint) FROM PUBLIC;
+
+-- What an operator sees of one key: its record, or a claim a transaction
+-- holds by the key's lock alone (a namespace without a lease), which no
+-- row shows. state: absent, held (by the lock, no row), in_flight (a
+-- transaction is writing its row), in_progress (a row: a claim under a
+-- lease, or abandoned), committed or failed; holder_pid: the backend of a
+-- held or in_flight key (NULL for a prepared transaction). Reads the
+-- server's lock table: for an operator, not for every request. It names
+-- the backends working on a key, so only the extension's owner may run it
+-- (and grant it).
+CREATE FUNCTION idem_key_state(namespace text, key text,
+    OUT state text, OUT holder_pid integer, OUT attempt integer, OUT claimed_at timestamptz,
+    OUT expires_at timestamptz, OUT request_hash bytea)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idem_key_state'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idem_key_state(text, text) IS
+'One key''s state (absent, held, in_flight, in_progress, committed, failed) and the backend holding it';
+
+REVOKE ALL ON FUNCTION idem_key_state(text, text) FROM PUBLIC;
 
 -- HTTP ----------------------------------------------------------------------
 
