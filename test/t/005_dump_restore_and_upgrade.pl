@@ -190,6 +190,12 @@ for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0')
 			} . abandoned(q{'legacy'}, q{'l-3'}, q{'{"n": 3}'}));
 	}
 	my $legacy = $version eq '0.3.0' ? 3 : 0;
+	# 0.7.0 makes idem_namespace_stats again: a role granted SELECT on it
+	# keeps it, and not as one of the extension's initial privileges.
+	$node->safe_psql($db, q{
+		CREATE ROLE stats_reader;
+		GRANT USAGE ON SCHEMA idempotency TO stats_reader;
+		GRANT SELECT ON idempotency.idem_namespace_stats TO stats_reader;}) if $version eq '0.6.0';
 
 	my $before = record_rows($db, $v2_columns);
 	is($node->safe_psql($db, q{
@@ -210,6 +216,15 @@ for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0')
 		"$version: extversion is $current");
 
 	is(record_rows($db, $v2_columns), $before, "$version: every column of every record is unchanged by the update");
+	if ($version eq '0.6.0')
+	{
+		is($node->safe_psql($db, q{
+			SELECT has_table_privilege('stats_reader', 'idempotency.idem_namespace_stats', 'SELECT')
+			       || ' ' || (SELECT i.initprivs::text LIKE '%stats_reader%' FROM pg_init_privs i
+			                  WHERE i.objoid = 'idempotency.idem_namespace_stats'::regclass)
+			       || ' ' || (SELECT count(*) FROM idempotency.idem_namespace_stats)}),
+			'true false 5', "$version: a grant on idem_namespace_stats outlives its remaking, not as an initial privilege");
+	}
 	is($node->safe_psql($db, q{
 		SELECT count(*) FILTER (WHERE attempt = 1) || ' of ' || count(*) FROM idempotency.idempotency_record}),
 		(307 + $legacy) . ' of ' . (307 + $legacy), "$version: every record is the first attempt");
