@@ -4,7 +4,8 @@
    table), a replay answered without locks, the direct purge; and what
    operators need to see claims that no row shows: idem_key_state, the per-key
    locks held now in idem_stats, and in idem_namespace_stats how long the
-   oldest expired record has waited for purge. */
+   oldest expired record has waited for purge; idem_purge_batches pauses
+   after each chunk for idempotency.purge_pause. */
 
 \echo Use "ALTER EXTENSION idempotency UPDATE TO '0.7.0'" to load this file. \quit
 
@@ -121,6 +122,40 @@ BEGIN
       AND i.objoid = '@extschema@.idem_namespace_stats'::pg_catalog.regclass AND i.objsubid = 0;
 END;
 $restore$;
+
+-- Purging ---------------------------------------------------------------------
+
+-- The same, committing after every chunk, for pg_cron and operators purging
+-- millions of rows: no lock or snapshot is held longer than one chunk, and
+-- idempotency.purge_pause spaces the chunks out so that requests running
+-- meanwhile keep the cores and the WAL. CALL it outside an explicit
+-- transaction block. A procedure that commits
+-- cannot pin search_path with SET, so its operators are schema-qualified.
+CREATE OR REPLACE PROCEDURE idem_purge_batches(batch_size integer DEFAULT 10000)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    n bigint;
+    batches integer := 0;
+    total bigint := 0;
+    pause text;
+BEGIN
+    LOOP
+        n := @extschema@.idem_purge(batch_size, 1);
+        COMMIT;
+        EXIT WHEN n OPERATOR(pg_catalog.=) 0;   -- every store is purged (one chunk may end a store, not all)
+        total := total OPERATOR(pg_catalog.+) n;
+        batches := batches OPERATOR(pg_catalog.+) 1;
+        -- idempotency.purge_pause (read after the chunk: the library that
+        -- defines it is loaded by then), e.g. '10ms'.
+        pause := pg_catalog.current_setting('idempotency.purge_pause', true);
+        IF pause OPERATOR(pg_catalog.<>) '0' THEN
+            PERFORM pg_catalog.pg_sleep(pg_catalog.date_part('epoch', pause::pg_catalog.interval));
+        END IF;
+    END LOOP;
+    RAISE NOTICE 'idempotency: purged % expired records in % batches', total, batches;
+END;
+$$;
 
 -- Operators -------------------------------------------------------------------
 

@@ -285,8 +285,10 @@ COMMENT ON FUNCTION idem_purge(integer, integer) IS
 'Deletes expired records in chunks inside the current transaction; returns how many';
 
 -- The same, committing after every chunk, for pg_cron and operators purging
--- millions of rows: no lock or snapshot is held longer than one chunk.
--- CALL it outside an explicit transaction block. A procedure that commits
+-- millions of rows: no lock or snapshot is held longer than one chunk, and
+-- idempotency.purge_pause spaces the chunks out so that requests running
+-- meanwhile keep the cores and the WAL. CALL it outside an explicit
+-- transaction block. A procedure that commits
 -- cannot pin search_path with SET, so its operators are schema-qualified.
 CREATE PROCEDURE idem_purge_batches(batch_size integer DEFAULT 10000)
 LANGUAGE plpgsql
@@ -295,6 +297,7 @@ DECLARE
     n bigint;
     batches integer := 0;
     total bigint := 0;
+    pause text;
 BEGIN
     LOOP
         n := @extschema@.idem_purge(batch_size, 1);
@@ -302,6 +305,12 @@ BEGIN
         EXIT WHEN n OPERATOR(pg_catalog.=) 0;   -- every store is purged (one chunk may end a store, not all)
         total := total OPERATOR(pg_catalog.+) n;
         batches := batches OPERATOR(pg_catalog.+) 1;
+        -- idempotency.purge_pause (read after the chunk: the library that
+        -- defines it is loaded by then), e.g. '10ms'.
+        pause := pg_catalog.current_setting('idempotency.purge_pause', true);
+        IF pause OPERATOR(pg_catalog.<>) '0' THEN
+            PERFORM pg_catalog.pg_sleep(pg_catalog.date_part('epoch', pause::pg_catalog.interval));
+        END IF;
     END LOOP;
     RAISE NOTICE 'idempotency: purged % expired records in % batches', total, batches;
 END;

@@ -392,7 +392,9 @@ def load_while(sync, duration, sql, cancelled_ok=False):
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.0)
         start = time.time()
-        done = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-c", sql],
+        statements = [sql] if isinstance(sql, str) else sql
+        done = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB]
+                              + [arg for statement in statements for arg in ("-c", statement)],
                               env=env, capture_output=True, text=True)
         end = time.time()
         if done.returncode != 0 and not (cancelled_ok and "statement timeout" in done.stderr):
@@ -499,7 +501,9 @@ def purge_scenario(rows, args):
         alone = purge_alone(args.purge_rows, sync)
         baseline = pgbench("extension_fresh.sql", 4, args.purge_load, sync, {"ns": "purgeload", "nkeys": 0, "round": 0})
         bulk_load("purge", args.purge_rows, expired=True)
-        took, during = load_while(sync, args.purge_load, "CALL idempotency.idem_purge_batches(10000)")
+        took, during = load_while(sync, args.purge_load,
+                                  [f"SET idempotency.purge_pause = '{args.purge_pause}'",
+                                   f"CALL idempotency.idem_purge_batches({args.purge_batch})"])
         left = int(psql("SELECT count(*) FROM idempotency.idempotency_record WHERE namespace = 'purge'"))
         if left:
             sys.exit(f"purge left {left} expired rows")
@@ -509,7 +513,7 @@ def purge_scenario(rows, args):
         # already keeps busy, any busy backend costs the load this much.
         _, hog = load_while(sync, args.purge_load, f"SET statement_timeout = {int(took * 1000)}; "
                             "DO $$DECLARE i bigint := 0; BEGIN LOOP i := i + 1; END LOOP; END$$", cancelled_ok=True)
-        rows.append({"scenario": f"purge {args.purge_rows:,} rows", "sync": sync, "contender": "extension",
+        rows.append({"scenario": f"purge {args.purge_rows:,} rows ({args.purge_batch:,} a chunk, pause {args.purge_pause})", "sync": sync, "contender": "extension",
                      "tps": float("nan"), "mean_ms": float("nan"), "p99_ms": float("nan"),
                      "rows_per_s": rate, "p99_base_ms": percentile(baseline[1], 99),
                      "p99_during_ms": percentile(during, 99), "samples_during": len(during),
@@ -870,6 +874,10 @@ def main():
                         help="length of the steady group's run (default 240 s; 120 with --quick, 1800 with --slow)")
     parser.add_argument("--steady-reloptions", default=STEADY_RELOPTIONS,
                         help="the table's settings for the steady group (ALTER TABLE ... SET); none: the server's")
+    parser.add_argument("--purge-batch", type=int, default=10000, dest="purge_batch",
+                        help="the purge group's idem_purge_batches batch_size under the load")
+    parser.add_argument("--purge-pause", default="0", dest="purge_pause",
+                        help="the purge group's idempotency.purge_pause under the load (e.g. 20ms)")
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()
     if args.quick:

@@ -24,6 +24,7 @@ int in_progress_lease_seconds = 0;
 bool store_request_default = true;
 int max_payload_bytes = 16 * 1024 * 1024;
 bool require_registered_namespace = false;
+int purge_pause_ms = 0;
 
 namespace {
 
@@ -159,6 +160,11 @@ void define_settings() {
       "On turns a namespace that idem_namespace_configure never registered into an error. Not settable in a "
       "session.",
       &require_registered_namespace, false, PGC_SUSET, 0, check_require_registered, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "idempotency.purge_pause", "Pause of idem_purge_batches after each chunk it commits.",
+      "0 purges chunk after chunk; a pause leaves the cores and the WAL to the requests meanwhile, at the "
+      "cost of a longer purge. Any role may set it, also for a pg_cron job's role with ALTER ROLE ... SET.",
+      &purge_pause_ms, 0, 0, 60 * 60 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
   loading = false;
   for (int i = 0; i < setting_count && untrusted < 0; ++i)
     if (guarded[i].existed && !guarded[i].accepted) untrusted = i;

@@ -7,7 +7,7 @@
 \ir store.psql
 BEGIN;
 SET search_path = idempotency, public;
-SELECT plan(47);
+SELECT plan(48);
 
 -- Puts key k of namespace 'm' into state s: absent, in_progress, committed or failed.
 CREATE FUNCTION pg_temp.make(k text, s text) RETURNS void LANGUAGE plpgsql AS $$
@@ -150,12 +150,18 @@ SELECT dblink_connect('proc', format('host=%s port=%s dbname=%s user=%s',
 SELECT dblink_exec('proc', format($$INSERT INTO %s
     SELECT 'proc', 'k' || i, 'committed', sha256(''), '{}', '{}', NULL, now(), now(), now() - interval '1 day'
     FROM generate_series(1, 25) i$$, current_setting('idem_test.store')));
+-- With idempotency.purge_pause it sleeps after each chunk that deleted rows
+-- (three here), so the call lasts at least three pauses.
+SELECT dblink_exec('proc', $$SET idempotency.purge_pause = '200ms'$$);
+CREATE TEMP TABLE started AS SELECT clock_timestamp() AS at;
 SELECT dblink_exec('proc', 'CALL idempotency.idem_purge_batches(10)');
 CREATE TEMP TABLE called AS
-SELECT * FROM dblink('proc', format($$SELECT count(*) FROM %s WHERE namespace = 'proc'$$, current_setting('idem_test.store')))
+SELECT *, clock_timestamp() - (SELECT at FROM started) AS took
+FROM dblink('proc', format($$SELECT count(*) FROM %s WHERE namespace = 'proc'$$, current_setting('idem_test.store')))
     AS t(left_over bigint);
 SELECT dblink_disconnect('proc');
 SELECT is((SELECT left_over FROM called), 0::bigint, 'CALL idem_purge_batches(10) purged 25 expired rows in 3 chunks');
+SELECT cmp_ok((SELECT took FROM called), '>=', interval '600 ms', '  pausing 200 ms after each of the three');
 SELECT throws_ok('CALL idem_purge_batches()', '2D000', NULL, 'inside a transaction block it is refused');
 SELECT * FROM finish();
 ROLLBACK;
