@@ -1,11 +1,13 @@
-/* idempotency--0.6.0--0.7.0.sql: release 0.7.0: a fresh attempt in a
-   namespace without a lease writes its record once (the library: the claim is
-   the key's lock, held to the transaction's end; nothing here changes the
-   table), a replay answered without locks, the direct purge; and what
-   operators need to see claims that no row shows: idem_key_state, the per-key
-   locks held now in idem_stats, and in idem_namespace_stats how long the
-   oldest expired record has waited for purge; idem_purge_batches pauses
-   after each chunk for idempotency.purge_pause. */
+/* idempotency--0.6.0--0.7.0.sql: release 0.7.0. The library writes less:
+   a fresh attempt in a namespace without a lease writes its record once (the
+   claim is the key's lock, held to the transaction's end), a replay takes no
+   lock, the purge deletes in expires_at order without the executor; nothing
+   here changes the table. Operators get what they need to see claims that no
+   row shows: idem_key_state, held_key_locks in idem_stats, and
+   oldest_expired_age in idem_namespace_stats (how far purge lags);
+   idem_purge_batches pauses after each chunk for idempotency.purge_pause.
+   idem_begin keeps its entry point: a session still running the 0.6.0
+   library goes on working (test/t/013_mixed_libraries.pl). */
 
 \echo Use "ALTER EXTENSION idempotency UPDATE TO '0.7.0'" to load this file. \quit
 
@@ -27,27 +29,26 @@ FROM @extschema@.idem_stats_counters() c;
 COMMENT ON VIEW idem_stats IS
 'Cumulative counters (counters_on false unless preloaded), the size of the store, the per-key locks held now';
 
--- idem_namespace_stats gains oldest_expired_age, so its function's result
--- changes: both are made again. SELECT on the view that an operator granted
--- is noted here and given back below (not as the extension's own initial
--- privileges, which pg_dump leaves out).
-SELECT pg_catalog.set_config('idem_update.namespace_stats_acl',
-                             coalesce((SELECT c.relacl::text FROM pg_catalog.pg_class c
-                                       WHERE c.oid = '@extschema@.idem_namespace_stats'::pg_catalog.regclass), ''),
-                             true);
-DROP VIEW idem_namespace_stats;
-DROP FUNCTION idem_namespace_stats_rows();
+-- A store's figures gain oldest_expired_age: a new entry point, so that a
+-- session still running an older library is refused (42883) instead of
+-- showing it as NULL, which would read as nothing expired.
+CREATE OR REPLACE FUNCTION idem_store_stats(store regclass)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'idem_store_stats_0_7'
+LANGUAGE C STABLE PARALLEL UNSAFE;
 
+-- idem_namespace_stats gains oldest_expired_age at its end, from a new
+-- function; the view is replaced in place, so what was granted on it stays.
 -- One row per namespace and store, counted from each table (full scans: for
 -- an operator or a monitoring job once a minute, not for every request). An
 -- in_progress row is visible here only once the transaction that began it
 -- has committed without finishing it: an abandoned or long-running
 -- operation. Reads the stores namespaces are bound to as the extension's
 -- owner (a read runs no trigger).
-CREATE FUNCTION idem_namespace_stats_rows(
+CREATE FUNCTION idem_namespace_stats_figures(
     OUT namespace text, OUT in_progress bigint, OUT committed bigint, OUT failed bigint,
-    OUT oldest_in_progress_age interval, OUT expired bigint, OUT oldest_expired_age interval,
-    OUT row_bytes bigint, OUT store regclass)
+    OUT oldest_in_progress_age interval, OUT expired bigint, OUT row_bytes bigint, OUT store regclass,
+    OUT oldest_expired_age interval)
 RETURNS SETOF record
 LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 SECURITY DEFINER
@@ -73,55 +74,26 @@ BEGIN
         figures := @extschema@.idem_store_stats(t);   -- read as the store's owner
         RETURN QUERY
             SELECT s.namespace, s.in_progress, s.committed, s.failed, s.oldest_in_progress_age, s.expired,
-                   s.oldest_expired_age, s.row_bytes, t
+                   s.row_bytes, t, s.oldest_expired_age
             FROM jsonb_to_recordset(figures) AS s(namespace text, in_progress bigint, committed bigint, failed bigint,
-                                                  oldest_in_progress_age interval, expired bigint,
-                                                  oldest_expired_age interval, row_bytes bigint);
+                                                  oldest_in_progress_age interval, expired bigint, row_bytes bigint,
+                                                  oldest_expired_age interval);
     END LOOP;
 END;
 $$;
 
-REVOKE ALL ON FUNCTION idem_namespace_stats_rows() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idem_namespace_stats_rows() TO pg_monitor;
+REVOKE ALL ON FUNCTION idem_namespace_stats_figures() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem_namespace_stats_figures() TO pg_monitor;
 
-CREATE VIEW idem_namespace_stats AS
+CREATE OR REPLACE VIEW idem_namespace_stats AS
 SELECT namespace COLLATE "C" AS namespace, in_progress, committed, failed, oldest_in_progress_age, expired,
-       oldest_expired_age, row_bytes, store
-FROM @extschema@.idem_namespace_stats_rows();
+       row_bytes, store, oldest_expired_age
+FROM @extschema@.idem_namespace_stats_figures();
 
 COMMENT ON VIEW idem_namespace_stats IS
 'Rows per namespace by status, the oldest committed in_progress row, expired rows not yet purged and how long the oldest has waited, bytes';
 
-REVOKE ALL ON idem_namespace_stats FROM PUBLIC;
-GRANT SELECT ON idem_namespace_stats TO pg_monitor;
-
-DO $restore$
-DECLARE
-    installed pg_catalog.aclitem[] := (SELECT c.relacl FROM pg_catalog.pg_class c
-                                       WHERE c.oid = '@extschema@.idem_namespace_stats'::pg_catalog.regclass);
-    x record;
-BEGIN
-    IF coalesce(pg_catalog.current_setting('idem_update.namespace_stats_acl', true), '') = '' THEN
-        RETURN;
-    END IF;
-    FOR x IN SELECT a.grantee, a.privilege_type, a.is_grantable
-             FROM pg_catalog.aclexplode(pg_catalog.current_setting('idem_update.namespace_stats_acl')::pg_catalog.aclitem[]) a
-             WHERE (a.grantee, a.privilege_type) NOT IN (SELECT i.grantee, i.privilege_type
-                                                         FROM pg_catalog.aclexplode(installed) i)
-    LOOP
-        EXECUTE pg_catalog.format('GRANT %s ON @extschema@.idem_namespace_stats TO %s%s', x.privilege_type,
-                                  CASE WHEN x.grantee = 0 THEN 'PUBLIC'
-                                       ELSE pg_catalog.quote_ident((SELECT r.rolname FROM pg_catalog.pg_roles r
-                                                                    WHERE r.oid = x.grantee)) END,
-                                  CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-    END LOOP;
-    -- A GRANT in an extension's script is recorded as its initial privilege:
-    -- the view's are the script's own, as a new installation has them.
-    UPDATE pg_catalog.pg_init_privs i SET initprivs = installed
-    WHERE i.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass
-      AND i.objoid = '@extschema@.idem_namespace_stats'::pg_catalog.regclass AND i.objsubid = 0;
-END;
-$restore$;
+DROP FUNCTION idem_namespace_stats_rows();
 
 -- Purging ---------------------------------------------------------------------
 
@@ -179,3 +151,77 @@ COMMENT ON FUNCTION idem_key_state(text, text) IS
 'One key''s state (absent, held, in_flight, in_progress, committed, failed) and the backend holding it';
 
 REVOKE ALL ON FUNCTION idem_key_state(text, text) FROM PUBLIC;
+
+-- Privileges ------------------------------------------------------------------
+
+-- The objects this update makes get the grants the script gives them (the
+-- owner's, PUBLIC's and pg_monitor's) and no more. ALTER DEFAULT PRIVILEGES of the
+-- installing role (EXECUTE on its functions, SELECT on its tables, for an
+-- application role, say) would add others, and that role could then read
+-- every namespace's records and the lock secret, or run what only the
+-- owner may (idem_key_state, the purge): they are taken back here
+-- (docs/security.md).
+DO $defaults$
+DECLARE
+    x record;
+BEGIN
+    FOR x IN
+        SELECT DISTINCT o.kind, o.name, r.rolname
+        FROM pg_catalog.pg_depend d
+        CROSS JOIN LATERAL (
+            SELECT 'ROUTINE' AS kind, p.oid::pg_catalog.regprocedure::text AS name, p.proowner AS owner, p.proacl AS acl
+            FROM pg_catalog.pg_proc p
+            WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid = d.objid
+            UNION ALL
+            SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::pg_catalog.regclass::text,
+                   c.relowner, c.relacl
+            FROM pg_catalog.pg_class c
+            WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid = d.objid
+            UNION ALL
+            SELECT 'TYPE', t.oid::pg_catalog.regtype::text, t.typowner, t.typacl
+            FROM pg_catalog.pg_type t
+            WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = d.objid) o
+        CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
+        JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+          AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')
+          AND a.grantee <> o.owner AND a.grantee <> 'pg_monitor'::pg_catalog.regrole
+          AND d.objid IN ('@extschema@.idem_key_state(text,text)'::pg_catalog.regprocedure,
+                          '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %I', x.kind, x.name, x.rolname);
+    END LOOP;
+END;
+$defaults$;
+
+-- What this script granted or revoked stays out of pg_init_privs but for
+-- the owner's, PUBLIC's and pg_monitor's entries (docs/internals.md).
+UPDATE pg_catalog.pg_init_privs i
+SET initprivs = ARRAY(
+    SELECT item FROM pg_catalog.unnest(i.initprivs) item
+    WHERE (SELECT x.grantee = x.grantor OR x.grantee = 0 OR x.grantee = 'pg_monitor'::pg_catalog.regrole
+           FROM pg_catalog.aclexplode(ARRAY[item]) x LIMIT 1))
+WHERE i.privtype = 'e'
+  AND ((i.classoid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND i.objoid = '@extschema@'::pg_catalog.regnamespace)
+       OR (i.classoid, i.objoid) IN (
+           SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
+           WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+             AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')));
+
+-- From PostgreSQL 17 the roles named in pg_init_privs are recorded in
+-- pg_shdepend too, and editing pg_init_privs (above) leaves those records
+-- behind: a role that ALTER DEFAULT PRIVILEGES named when the extension was
+-- created could not be dropped ("initial privileges for ... depend on it").
+-- Remove the records of the extension's objects that name a role no longer
+-- in their initial privileges (none before 17).
+DELETE FROM pg_catalog.pg_shdepend d
+WHERE d.deptype = 'i'
+  AND d.dbid = (SELECT db.oid FROM pg_catalog.pg_database db WHERE db.datname = pg_catalog.current_database())
+  AND ((d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.objid = '@extschema@'::pg_catalog.regnamespace)
+       OR (d.classid, d.objid) IN (
+           SELECT dep.classid, dep.objid FROM pg_catalog.pg_depend dep
+           WHERE dep.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND dep.deptype = 'e'
+             AND dep.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')))
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_init_privs i, pg_catalog.aclexplode(i.initprivs) x
+                  WHERE i.classoid = d.classid AND i.objoid = d.objid AND i.objsubid = d.objsubid
+                    AND d.refobjid IN (x.grantee, x.grantor));

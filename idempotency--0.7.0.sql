@@ -563,10 +563,10 @@ COMMENT ON VIEW idem_stats IS
 -- has committed without finishing it: an abandoned or long-running
 -- operation. Reads the stores namespaces are bound to as the extension's
 -- owner (a read runs no trigger).
-CREATE FUNCTION idem_namespace_stats_rows(
+CREATE FUNCTION idem_namespace_stats_figures(
     OUT namespace text, OUT in_progress bigint, OUT committed bigint, OUT failed bigint,
-    OUT oldest_in_progress_age interval, OUT expired bigint, OUT oldest_expired_age interval,
-    OUT row_bytes bigint, OUT store regclass)
+    OUT oldest_in_progress_age interval, OUT expired bigint, OUT row_bytes bigint, OUT store regclass,
+    OUT oldest_expired_age interval)
 RETURNS SETOF record
 LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 SECURITY DEFINER
@@ -592,21 +592,21 @@ BEGIN
         figures := @extschema@.idem_store_stats(t);   -- read as the store's owner
         RETURN QUERY
             SELECT s.namespace, s.in_progress, s.committed, s.failed, s.oldest_in_progress_age, s.expired,
-                   s.oldest_expired_age, s.row_bytes, t
+                   s.row_bytes, t, s.oldest_expired_age
             FROM jsonb_to_recordset(figures) AS s(namespace text, in_progress bigint, committed bigint, failed bigint,
-                                                  oldest_in_progress_age interval, expired bigint,
-                                                  oldest_expired_age interval, row_bytes bigint);
+                                                  oldest_in_progress_age interval, expired bigint, row_bytes bigint,
+                                                  oldest_expired_age interval);
     END LOOP;
 END;
 $$;
 
-REVOKE ALL ON FUNCTION idem_namespace_stats_rows() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idem_namespace_stats_rows() TO pg_monitor;
+REVOKE ALL ON FUNCTION idem_namespace_stats_figures() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem_namespace_stats_figures() TO pg_monitor;
 
 CREATE VIEW idem_namespace_stats AS
 SELECT namespace COLLATE "C" AS namespace, in_progress, committed, failed, oldest_in_progress_age, expired,
-       oldest_expired_age, row_bytes, store
-FROM @extschema@.idem_namespace_stats_rows();
+       row_bytes, store, oldest_expired_age
+FROM @extschema@.idem_namespace_stats_figures();
 
 COMMENT ON VIEW idem_namespace_stats IS
 'Rows per namespace by status, the oldest committed in_progress row, expired rows not yet purged and how long the oldest has waited, bytes';
@@ -1216,7 +1216,7 @@ LANGUAGE C STABLE PARALLEL UNSAFE;
 
 CREATE FUNCTION idem_store_stats(store regclass)
 RETURNS jsonb
-AS 'MODULE_PATHNAME', 'idem_store_stats'
+AS 'MODULE_PATHNAME', 'idem_store_stats_0_7'
 LANGUAGE C STABLE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION idem_store_problem(regclass), idem_store_purge(regclass, integer),
@@ -1525,6 +1525,44 @@ REVOKE ALL ON idem_namespaces FROM PUBLIC;
 GRANT SELECT ON idem_namespaces TO pg_monitor;
 
 -- Privileges ----------------------------------------------------------------
+
+-- The grants this script makes are all the extension's objects have: the
+-- owner's, PUBLIC's and pg_monitor's. ALTER DEFAULT PRIVILEGES of the
+-- installing role (EXECUTE on its functions, SELECT on its tables, for an
+-- application role, say) would add others, and that role could then read
+-- every namespace's records and the lock secret, or run what only the
+-- owner may (idem_key_state, the purge): they are taken back here
+-- (docs/security.md).
+DO $defaults$
+DECLARE
+    x record;
+BEGIN
+    FOR x IN
+        SELECT DISTINCT o.kind, o.name, r.rolname
+        FROM pg_catalog.pg_depend d
+        CROSS JOIN LATERAL (
+            SELECT 'ROUTINE' AS kind, p.oid::pg_catalog.regprocedure::text AS name, p.proowner AS owner, p.proacl AS acl
+            FROM pg_catalog.pg_proc p
+            WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid = d.objid
+            UNION ALL
+            SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::pg_catalog.regclass::text,
+                   c.relowner, c.relacl
+            FROM pg_catalog.pg_class c
+            WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid = d.objid
+            UNION ALL
+            SELECT 'TYPE', t.oid::pg_catalog.regtype::text, t.typowner, t.typacl
+            FROM pg_catalog.pg_type t
+            WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = d.objid) o
+        CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
+        JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+          AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')
+          AND a.grantee <> o.owner AND a.grantee <> 'pg_monitor'::pg_catalog.regrole
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %I', x.kind, x.name, x.rolname);
+    END LOOP;
+END;
+$defaults$;
 
 -- What this script granted or revoked stays out of pg_init_privs but for
 -- the owner's, PUBLIC's and pg_monitor's entries (docs/internals.md).

@@ -15,6 +15,36 @@ RESET client_min_messages;
 -- The extension's initial privileges name only its owner, PUBLIC and pg_monitor.
 SELECT count(*) AS initial_privileges_of_the_role
 FROM pg_init_privs i, aclexplode(i.initprivs) x WHERE x.grantee = 'regress_idem_default'::regrole;
+-- Nor do its objects' privileges: the role the defaults name can neither
+-- read the records nor run what only the owner may (0.6.0 gave it SELECT on
+-- idempotency_record and EXECUTE on idem_lock_secret, idem_purge, ...).
+CREATE FUNCTION pg_temp.granted_to_the_role() RETURNS SETOF text LANGUAGE sql AS $$
+    SELECT pg_describe_object(d.classid, d.objid, 0)
+    FROM pg_depend d
+    CROSS JOIN LATERAL (SELECT proacl AS acl FROM pg_proc WHERE d.classid = 'pg_proc'::regclass AND oid = d.objid
+                        UNION ALL
+                        SELECT relacl FROM pg_class WHERE d.classid = 'pg_class'::regclass AND oid = d.objid) o
+    CROSS JOIN LATERAL aclexplode(o.acl) a
+    WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+      AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
+      AND a.grantee = 'regress_idem_default'::regrole
+    ORDER BY 1 $$;
+SELECT * FROM pg_temp.granted_to_the_role();
+SELECT has_table_privilege('regress_idem_default', 'idempotency.idempotency_record', 'SELECT') AS reads_records,
+       has_function_privilege('regress_idem_default', 'idempotency.idem_key_state(text,text)', 'EXECUTE') AS key_state;
+-- An update under the same defaults gives its new objects nothing either
+-- (idem_key_state, the figures behind idem_namespace_stats).
+SET client_min_messages = warning;
+DROP EXTENSION idempotency;
+CREATE EXTENSION idempotency VERSION '0.6.0';
+RESET client_min_messages;
+REVOKE ALL ON idempotency.idempotency_record FROM regress_idem_default;
+REVOKE ALL ON ALL ROUTINES IN SCHEMA idempotency FROM regress_idem_default;
+REVOKE ALL ON ALL TABLES IN SCHEMA idempotency FROM regress_idem_default;
+ALTER EXTENSION idempotency UPDATE;
+SELECT * FROM pg_temp.granted_to_the_role();
+SELECT count(*) AS initial_privileges_of_the_role
+FROM pg_init_privs i, aclexplode(i.initprivs) x WHERE x.grantee = 'regress_idem_default'::regrole;
 ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM regress_idem_default;
 ALTER DEFAULT PRIVILEGES REVOKE SELECT ON TABLES FROM regress_idem_default;
 DROP OWNED BY regress_idem_default;

@@ -6,10 +6,13 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "access/subtrans.h"
+#include "access/transam.h"
 #include "funcapi.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 }
 
 #include "../core/error.hpp"
@@ -42,11 +45,25 @@ void set_pid(Row& row, int pid) {
   if (pid != 0) row.set(f_holder_pid, Int32GetDatum(pid));
 }
 
-// The state of a key from the look a begin takes (the primary key with a
-// dirty snapshot) and the lock table, in this order of precedence: a row
-// another transaction is writing ('in_flight'), a row ('in_progress',
+// The backend running xid, which may be a subtransaction's (a claim made
+// under a savepoint or in a PL/pgSQL block with an EXCEPTION clause): the
+// process array knows only top-level transactions. 0 when none runs it.
+int pid_of(TransactionId xid) {
+  // The probe saw xid running after this transaction's snapshot was taken,
+  // so pg_subtrans still holds it (it keeps every xid from TransactionXmin).
+  if (TransactionIdIsNormal(xid) && TransactionIdFollowsOrEquals(xid, TransactionXmin))
+    xid = SubTransGetTopmostTransaction(xid);
+  return BackendXidGetPid(xid);
+}
+
+// The state of a key, from the lock table and then the look a begin takes
+// (the primary key with a dirty snapshot), in this order of precedence: a
+// row another transaction is writing ('in_flight'), a row ('in_progress',
 // 'committed', 'failed'), a claim held by the key's lock alone ('held',
-// also this transaction's own), or nothing ('absent').
+// also this transaction's own), or nothing ('absent'). The lock table is
+// read first: a holder that finishes meanwhile has written its row before
+// it lets the lock go, so the look that follows finds it, and a key is
+// never 'absent' on its way from held to committed.
 Row state_of(const text* ns, const text* key, const text* given_key, const pg::Policy& policy) {
   if (const pg::HeldClaim* own = pg::held_claim(ns, key)) {
     Row row("held");
@@ -57,12 +74,14 @@ Row state_of(const text* ns, const text* key, const text* given_key, const pg::P
     row.set(f_request_hash, PointerGetDatum(own->request_hash));
     return row;
   }
+  int lock_pid;
+  const bool locked = pg::key_lock_holder(ns, key, &lock_pid);
   const pg::Store store =
       pg::open_store(ns, policy.store, AccessShareLock, pg::Call{key, policy.hash_keys, "key_state"});
-  const pg::Probe p = pg::probe_key(store, ns, key, given_key);
+  const pg::Probe p = pg::probe_key(store, ns, key, given_key, false);
   if (p.found == pg::Found::busy) {
     Row row("in_flight");
-    set_pid(row, BackendXidGetPid(p.busy_xid));
+    set_pid(row, pid_of(p.busy_xid));
     return row;
   }
   if (p.found == pg::Found::row) {
@@ -73,10 +92,9 @@ Row state_of(const text* ns, const text* key, const text* given_key, const pg::P
     row.set(f_request_hash, p.request_hash);
     return row;
   }
-  int pid;
-  if (!pg::key_lock_holder(ns, key, &pid)) return Row("absent");
+  if (!locked) return Row("absent");
   Row row("held");
-  set_pid(row, pid);
+  set_pid(row, lock_pid);
   return row;
 }
 
@@ -84,17 +102,26 @@ Row state_of(const text* ns, const text* key, const text* given_key, const pg::P
 
 // idem_key_state(namespace, key): the key's state, the backend holding it,
 // its attempt, when it was claimed, when its replay window ends and its
-// request hash. Granted to no one but the extension's owner by the install
-// script: it names the backends working on a key.
+// request hash. The install script grants it to no one but the extension's
+// owner: it names the backends working on a key. A store Citus distributes
+// is refused: its rows and locks are on the node of the key's shard.
 IDEM_FUNCTION(idem_key_state) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   const pg::Policy policy = pg::authorize(ns);
-  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
+  if (pg::citus_distributes(policy.store))
+    throw core::Error(core::sqlstate::feature_not_supported,
+                      "idem_key_state cannot look at a store Citus distributes",
+                      "The store of idempotency namespace \"" + pg::string_of(ns) +
+                          "\" is distributed by Citus: the key's record and its lock are on the node that holds "
+                          "the key's shard.",
+                      "On that node, look at the shard's row and at pg_locks (docs/scale-out.md).");
+  pg::refuse_where_citus_would_split_the_store(fcinfo, false);
   const Row row = state_of(ns, pg::stored_key(given_key, policy), given_key, policy);
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     throw core::Error(core::sqlstate::feature_not_supported, "idem_key_state must return a record");
   desc = BlessTupleDesc(desc);
-  PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, const_cast<Datum*>(row.values), const_cast<bool*>(row.nulls))));
+  PG_RETURN_DATUM(
+      HeapTupleGetDatum(heap_form_tuple(desc, const_cast<Datum*>(row.values), const_cast<bool*>(row.nulls))));
 }

@@ -37,7 +37,7 @@ bool snapshot_sees(Relation table, Relation index, ScanKeyData (&keys)[2], const
 
 }  // namespace
 
-Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key) {
+Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key, bool check_snapshot) {
   Relation table = table_open(store.table, NoLock);
   Relation index = index_open(store.pkey, NoLock);
 
@@ -90,7 +90,8 @@ Probe probe_key(const Store& store, const text* ns, const text* key, const text*
   // taken) is a serialization failure, not a replay: the rows it stands for
   // are invisible to this transaction too. SERIALIZABLE always reads through
   // the snapshot as well, for its predicate locks.
-  const bool check = (p.found == Found::row && !p.own && IsolationUsesXactSnapshot()) || IsolationIsSerializable();
+  const bool check = check_snapshot &&
+                     ((p.found == Found::row && !p.own && IsolationUsesXactSnapshot()) || IsolationIsSerializable());
   const bool unseen = check && !snapshot_sees(table, index, keys, &tid) && p.found == Found::row && !p.own;
   index_close(index, NoLock);
   table_close(table, NoLock);

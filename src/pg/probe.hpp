@@ -38,7 +38,10 @@ struct Probe {
 // SERIALIZABLE a committed row that the transaction's snapshot does not see
 // raises 40001, as INSERT ... ON CONFLICT does, and SERIALIZABLE registers
 // the read with predicate locks. given_key names the key in messages.
-Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key);
+// check_snapshot false: neither (an operator's look, idem_key_state, must
+// neither fail nor take part in serializable snapshot isolation).
+Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key,
+                bool check_snapshot = true);
 
 // Raises 40001 for a key (named by key_label) whose record another
 // transaction recorded or changed after this transaction's snapshot.

@@ -213,8 +213,14 @@ IDEM_FUNCTION(idem_store_count) {
 
 // idem_store_stats(store regclass): idem_namespace_stats's figures for
 // each namespace in store (NULL: the extension's table), as a jsonb array,
-// read as the store's owner (see idem_store_count).
-IDEM_FUNCTION(idem_store_stats) {
+// read as the store's owner (see idem_store_count). idem_store_stats_0_7
+// is the same with oldest_expired_age: 0.7.0's SQL names that symbol, so a
+// session still running an older library is refused (42883) rather than
+// showing the figure as NULL, which would read as nothing expired.
+static Datum store_stats_body(FunctionCallInfo fcinfo);
+IDEM_FUNCTION(idem_store_stats) { return store_stats_body(fcinfo); }
+IDEM_FUNCTION(idem_store_stats_0_7) { return store_stats_body(fcinfo); }
+static Datum store_stats_body(FunctionCallInfo fcinfo) {
   text* none = cstring_to_text("");
   bool distributed;
   const pg::Store store = store_arg(fcinfo, 0, none, &distributed, AccessShareLock);

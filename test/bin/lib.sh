@@ -205,24 +205,32 @@ suite_perl_tap() {
   prove_tree "$1/perl" "$REPO/test/t" "${@:2}"
 }
 
-# The commit at which release 0.5.0 landed: 013_mixed_libraries.pl runs its
-# library beside this build's in one server.
-OLD_RELEASE_COMMIT=7e6f60d
+# The commits at which releases 0.5.0 and 0.6.0 landed (as CI passed them):
+# 013_mixed_libraries.pl runs each one's library beside this build's in one
+# server.
+OLD_RELEASES=(0.5.0:7e6f60d526f83bf1181f72da45d82061cffff32d 0.6.0:68c12c420912b97996d5de5583f892795bdd9422)
 
-# old_release DIR: builds release 0.5.0 from the git history into DIR and
-# exports IDEM_OLD_RELEASE=DIR; without the history (a PGXN archive, a copy)
-# it says so, and 013 skips (CI sets IDEM_REQUIRE_OLD_RELEASE=1: it fails).
+# old_release DIR: builds those releases from the git history into
+# DIR/VERSION and exports IDEM_OLD_RELEASES ("VERSION:DIR ..."); without the
+# history (a PGXN archive, a copy) it says so, and 013 skips (CI sets
+# IDEM_REQUIRE_OLD_RELEASE=1: then it fails).
 old_release() {
-  local dir=$1
-  unset IDEM_OLD_RELEASE
-  if ! git -c safe.directory="$REPO" -C "$REPO" cat-file -e "$OLD_RELEASE_COMMIT^{commit}" 2>/dev/null; then
-    echo "Perl TAP: no git history of release 0.5.0 ($OLD_RELEASE_COMMIT) in $REPO: 013_mixed_libraries.pl skips"
-    return 0
-  fi
-  rm -rf "$dir" && mkdir -p "$dir"
-  git -c safe.directory="$REPO" -C "$REPO" archive "$OLD_RELEASE_COMMIT" | tar -x -C "$dir"
-  make -s -C "$dir" PG_CONFIG="$PG_CONFIG" >"$dir/build.log" 2>&1 || { tail -n 30 "$dir/build.log"; return 1; }
-  export IDEM_OLD_RELEASE=$dir
+  local dir=$1 release version commit built=()
+  unset IDEM_OLD_RELEASES
+  for release in "${OLD_RELEASES[@]}"; do
+    version=${release%%:*} commit=${release#*:}
+    if ! git -c safe.directory="$REPO" -C "$REPO" cat-file -e "$commit^{commit}" 2>/dev/null; then
+      echo "Perl TAP: no git history of release $version ($commit) in $REPO: 013_mixed_libraries.pl skips it"
+      [ "${IDEM_REQUIRE_OLD_RELEASE:-}" != 1 ] || return 1
+      continue
+    fi
+    rm -rf "${dir:?}/$version" && mkdir -p "$dir/$version"
+    git -c safe.directory="$REPO" -C "$REPO" archive "$commit" | tar -x -C "$dir/$version"
+    make -s -C "$dir/$version" PG_CONFIG="$PG_CONFIG" >"$dir/$version/build.log" 2>&1 ||
+      { tail -n 30 "$dir/$version/build.log"; return 1; }
+    built+=("$version:$dir/$version")
+  done
+  [ "${#built[@]}" = 0 ] || export IDEM_OLD_RELEASES="${built[*]}"
 }
 
 # suite_citus WORK: the Citus layer (test/citus: a coordinator and two
@@ -252,7 +260,7 @@ prove_tree() {
     PATH="$PG_TOOLS:$PG_BIN:$PATH" TESTDIR="$dir" \
     ${IDEM_LOAD_TRANSACTIONS:+IDEM_LOAD_TRANSACTIONS=$IDEM_LOAD_TRANSACTIONS} \
     ${IDEM_MEMORY_CYCLES:+IDEM_MEMORY_CYCLES=$IDEM_MEMORY_CYCLES} \
-    ${IDEM_OLD_RELEASE:+IDEM_OLD_RELEASE=$IDEM_OLD_RELEASE} \
+    ${IDEM_OLD_RELEASES:+IDEM_OLD_RELEASES="$IDEM_OLD_RELEASES"} \
     ${IDEM_REQUIRE_OLD_RELEASE:+IDEM_REQUIRE_OLD_RELEASE=$IDEM_REQUIRE_OLD_RELEASE} \
     PERL5LIB="$pgxs/test/perl" PG_REGRESS="$pgxs/test/regress/pg_regress" \
     prove t/*.pl) || { cat "$dir"/tmp_check/log/regress_log_* 2>/dev/null | tail -n 60; return 1; }
