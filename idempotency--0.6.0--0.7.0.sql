@@ -4,7 +4,8 @@
    lock, the purge deletes in expires_at order without the executor; nothing
    here changes the table. Operators get what they need to see claims that no
    row shows: idem_key_state, held_key_locks in idem_stats, and
-   oldest_expired_age in idem_namespace_stats (how far purge lags);
+   oldest_expired_age in idem_namespace_stats (how far purge lags); an
+   operator's release of a key (idem_release_key, counted in idem_stats);
    idem_purge_batches pauses after each chunk for idempotency.purge_pause.
    idem_begin keeps its entry point: a session still running the 0.6.0
    library goes on working (test/t/013_mixed_libraries.pl). */
@@ -12,6 +13,18 @@
 \echo Use "ALTER EXTENSION idempotency UPDATE TO '0.7.0'" to load this file. \quit
 
 -- Statistics -----------------------------------------------------------------
+
+-- How many keys idem_release_key released (NULL unless preloaded).
+CREATE FUNCTION idem_stats_released_keys()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idem_stats_released_keys'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_stats_released_keys() IS
+'Cumulative count of keys idem_release_key released (NULL unless preloaded)';
+
+REVOKE ALL ON FUNCTION idem_stats_released_keys() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem_stats_released_keys() TO pg_monitor;
 
 -- held_key_locks: the store's per-key locks granted now in this database,
 -- which counts the claims held by their lock alone (no row shows them; a
@@ -23,11 +36,12 @@ SELECT c.*, pg_catalog.pg_total_relation_size('@extschema@.idempotency_record'::
         WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.objsubid OPERATOR(pg_catalog.=) 18756 AND l.granted
           AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
                                                  WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-       ) AS held_key_locks
+       ) AS held_key_locks,
+       @extschema@.idem_stats_released_keys() AS released_keys
 FROM @extschema@.idem_stats_counters() c;
 
 COMMENT ON VIEW idem_stats IS
-'Cumulative counters (counters_on false unless preloaded), the size of the store, the per-key locks held now';
+'Cumulative counters (counters_on false unless preloaded), the size of the store, the per-key locks held now, keys released';
 
 -- A store's figures gain oldest_expired_age: a new entry point, so that a
 -- session still running an older library is refused (42883) instead of
@@ -152,6 +166,25 @@ COMMENT ON FUNCTION idem_key_state(text, text) IS
 
 REVOKE ALL ON FUNCTION idem_key_state(text, text) FROM PUBLIC;
 
+-- An operator's release of one key: its record is deleted, so that the next
+-- begin of the key answers fresh (a result a bug recorded), without waiting
+-- for purge or writing to the table. Returns the status the record had
+-- (NULL: the key had none). Refused (55006) while a transaction holds the
+-- key (a claim held by its lock, a row being written, this transaction's
+-- own claim) or while an in_progress record's lease runs; counted in
+-- idem_stats.released_keys and logged with the roles that did it. Only the
+-- extension's owner may run it (and grant it); the caller must also be
+-- granted the namespace.
+CREATE FUNCTION idem_release_key(namespace text, key text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idem_release_key'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idem_release_key(text, text) IS
+'Deletes one key''s record (refused while a transaction or a lease holds it); returns the status it had';
+
+REVOKE ALL ON FUNCTION idem_release_key(text, text) FROM PUBLIC;
+
 -- Privileges ------------------------------------------------------------------
 
 -- The objects this update makes get the grants the script gives them (the
@@ -187,6 +220,8 @@ BEGIN
           AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')
           AND a.grantee <> o.owner AND a.grantee <> 'pg_monitor'::pg_catalog.regrole
           AND d.objid IN ('@extschema@.idem_key_state(text,text)'::pg_catalog.regprocedure,
+                          '@extschema@.idem_release_key(text,text)'::pg_catalog.regprocedure,
+                          '@extschema@.idem_stats_released_keys()'::pg_catalog.regprocedure,
                           '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure)
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %I', x.kind, x.name, x.rolname);

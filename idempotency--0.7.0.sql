@@ -541,6 +541,18 @@ COMMENT ON FUNCTION idem_stats_count_purged(bigint) IS
 'Internal: adds to the purged_rows counter (called by idem_purge)';
 
 -- The counters and the size of the table with its indexes and TOAST.
+-- How many keys idem_release_key released (NULL unless preloaded).
+CREATE FUNCTION idem_stats_released_keys()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idem_stats_released_keys'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_stats_released_keys() IS
+'Cumulative count of keys idem_release_key released (NULL unless preloaded)';
+
+REVOKE ALL ON FUNCTION idem_stats_released_keys() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem_stats_released_keys() TO pg_monitor;
+
 -- held_key_locks: the store's per-key locks granted now in this database,
 -- which counts the claims held by their lock alone (no row shows them; a
 -- namespace without a lease), plus any begin between its look and its answer.
@@ -551,11 +563,12 @@ SELECT c.*, pg_catalog.pg_total_relation_size('@extschema@.idempotency_record'::
         WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.objsubid OPERATOR(pg_catalog.=) 18756 AND l.granted
           AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
                                                  WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-       ) AS held_key_locks
+       ) AS held_key_locks,
+       @extschema@.idem_stats_released_keys() AS released_keys
 FROM @extschema@.idem_stats_counters() c;
 
 COMMENT ON VIEW idem_stats IS
-'Cumulative counters (counters_on false unless preloaded), the size of the store, the per-key locks held now';
+'Cumulative counters (counters_on false unless preloaded), the size of the store, the per-key locks held now, keys released';
 
 -- One row per namespace and store, counted from each table (full scans: for
 -- an operator or a monitoring job once a minute, not for every request). An
@@ -643,6 +656,25 @@ COMMENT ON FUNCTION idem_key_state(text, text) IS
 'One key''s state (absent, held, in_flight, in_progress, committed, failed) and the backend holding it';
 
 REVOKE ALL ON FUNCTION idem_key_state(text, text) FROM PUBLIC;
+
+-- An operator's release of one key: its record is deleted, so that the next
+-- begin of the key answers fresh (a result a bug recorded), without waiting
+-- for purge or writing to the table. Returns the status the record had
+-- (NULL: the key had none). Refused (55006) while a transaction holds the
+-- key (a claim held by its lock, a row being written, this transaction's
+-- own claim) or while an in_progress record's lease runs; counted in
+-- idem_stats.released_keys and logged with the roles that did it. Only the
+-- extension's owner may run it (and grant it); the caller must also be
+-- granted the namespace.
+CREATE FUNCTION idem_release_key(namespace text, key text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idem_release_key'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idem_release_key(text, text) IS
+'Deletes one key''s record (refused while a transaction or a lease holds it); returns the status it had';
+
+REVOKE ALL ON FUNCTION idem_release_key(text, text) FROM PUBLIC;
 
 -- HTTP ----------------------------------------------------------------------
 

@@ -371,8 +371,13 @@ def fingerprint_scenario(rows, args):
 
 
 def bulk_load(namespace, n, expired):
-    """n committed records in namespace, expired or not, straight into the table."""
-    expires = "now() - interval '1 day'" if expired else "now() + interval '1 day'"
+    """n committed records in namespace, expired or not, straight into the table.
+    Expired ones expire a millisecond apart, as records written over time
+    do (a transaction's records share its now()); n in one INSERT would
+    share one expires_at, the worst case for idem_purge's chunks in one
+    transaction (each walks again over the ties the earlier ones deleted:
+    docs/performance.md)."""
+    expires = "now() - interval '1 day' - i * interval '1 ms'" if expired else "now() + interval '1 day'"
     psql(f"""INSERT INTO idempotency.idempotency_record
              SELECT '{namespace}', i::text, 'committed', idempotency.idem_request_hash('{json.dumps(REQUEST)}'),
                     '{json.dumps(REQUEST)}', '{json.dumps(RESULT)}', NULL, now(), now(), {expires}
@@ -874,9 +879,9 @@ def main():
                         help="length of the steady group's run (default 240 s; 120 with --quick, 1800 with --slow)")
     parser.add_argument("--steady-reloptions", default=STEADY_RELOPTIONS,
                         help="the table's settings for the steady group (ALTER TABLE ... SET); none: the server's")
-    parser.add_argument("--purge-batch", type=int, default=10000, dest="purge_batch",
+    parser.add_argument("--purge-batch", type=int, default=2000, dest="purge_batch",
                         help="the purge group's idem_purge_batches batch_size under the load")
-    parser.add_argument("--purge-pause", default="0", dest="purge_pause",
+    parser.add_argument("--purge-pause", default="20ms", dest="purge_pause",
                         help="the purge group's idempotency.purge_pause under the load (e.g. 20ms)")
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()

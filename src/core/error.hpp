@@ -15,6 +15,7 @@ namespace sqlstate {
 inline constexpr const char invalid_parameter_value[] = "22023";
 inline constexpr const char character_not_in_repertoire[] = "22021";
 inline constexpr const char object_not_in_prerequisite_state[] = "55000";
+inline constexpr const char object_in_use[] = "55006";
 inline constexpr const char insufficient_privilege[] = "42501";
 inline constexpr const char undefined_object[] = "42704";
 inline constexpr const char program_limit_exceeded[] = "54000";

@@ -25,6 +25,7 @@ extern "C" {
 }
 
 #include "../core/error.hpp"
+#include "text.hpp"
 
 namespace idem::pg {
 
@@ -246,5 +247,16 @@ bool citus_manages(Oid relid) { return citus_table(relid).method != '\0'; }
 bool citus_distributes(Oid relid) { return OidIsValid(relid) && citus_installed() && citus_manages(relid); }
 
 void citus_relation_changed(Oid relid) noexcept { forget_citus(0, relid); }
+
+void refuse_a_key_elsewhere(FunctionCallInfo fcinfo, const text* ns, Oid store, const char* what,
+                            const char* hint) {
+  if (citus_distributes(store))
+    throw core::Error(core::sqlstate::feature_not_supported, std::string(what) + " a store Citus distributes",
+                      "The store of idempotency namespace \"" + string_of(ns) +
+                          "\" is distributed by Citus: the key's record and its lock are on the node that holds "
+                          "the key's shard.",
+                      hint);
+  refuse_where_citus_would_split_the_store(fcinfo, false);
+}
 
 }  // namespace idem::pg

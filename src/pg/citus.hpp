@@ -18,6 +18,14 @@ namespace idem::pg {
 // is not loaded, and a cached answer where it is.
 void refuse_where_citus_would_split_the_store(FunctionCallInfo fcinfo, bool distributed);
 
+// For an operator's function that works on one key where it is (what
+// names the function and what it cannot do there, "idem_key_state cannot
+// look at"): raises 0A000 when Citus distributes the namespace's store
+// (the key's row and lock are on the node of its shard; hint: what to do
+// there), and refuse_where_citus_would_split_the_store's refusals.
+void refuse_a_key_elsewhere(FunctionCallInfo fcinfo, const text* ns, Oid store, const char* what,
+                            const char* hint);
+
 // How Citus keeps relid on this node, read from pg_dist_partition: method
 // '\0' when it does not (a plain table), else its partmethod ('h': hash
 // distributed; 'n': a reference table, replication 't', or a local-metadata

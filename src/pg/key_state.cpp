@@ -6,13 +6,9 @@
 
 extern "C" {
 #include "access/htup_details.h"
-#include "access/subtrans.h"
-#include "access/transam.h"
 #include "funcapi.h"
 #include "storage/proc.h"
-#include "storage/procarray.h"
 #include "utils/builtins.h"
-#include "utils/snapmgr.h"
 }
 
 #include "../core/error.hpp"
@@ -45,17 +41,6 @@ void set_pid(Row& row, int pid) {
   if (pid != 0) row.set(f_holder_pid, Int32GetDatum(pid));
 }
 
-// The backend running xid, which may be a subtransaction's (a claim made
-// under a savepoint or in a PL/pgSQL block with an EXCEPTION clause): the
-// process array knows only top-level transactions. 0 when none runs it.
-int pid_of(TransactionId xid) {
-  // The probe saw xid running after this transaction's snapshot was taken,
-  // so pg_subtrans still holds it (it keeps every xid from TransactionXmin).
-  if (TransactionIdIsNormal(xid) && TransactionIdFollowsOrEquals(xid, TransactionXmin))
-    xid = SubTransGetTopmostTransaction(xid);
-  return BackendXidGetPid(xid);
-}
-
 // The state of a key, from the lock table and then the look a begin takes
 // (the primary key with a dirty snapshot), in this order of precedence: a
 // row another transaction is writing ('in_flight'), a row ('in_progress',
@@ -81,7 +66,7 @@ Row state_of(const text* ns, const text* key, const text* given_key, const pg::P
   const pg::Probe p = pg::probe_key(store, ns, key, given_key, false);
   if (p.found == pg::Found::busy) {
     Row row("in_flight");
-    set_pid(row, pid_of(p.busy_xid));
+    set_pid(row, pg::backend_of(p.busy_xid));
     return row;
   }
   if (p.found == pg::Found::row) {
@@ -109,14 +94,8 @@ IDEM_FUNCTION(idem_key_state) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   const pg::Policy policy = pg::authorize(ns);
-  if (pg::citus_distributes(policy.store))
-    throw core::Error(core::sqlstate::feature_not_supported,
-                      "idem_key_state cannot look at a store Citus distributes",
-                      "The store of idempotency namespace \"" + pg::string_of(ns) +
-                          "\" is distributed by Citus: the key's record and its lock are on the node that holds "
-                          "the key's shard.",
-                      "On that node, look at the shard's row and at pg_locks (docs/scale-out.md).");
-  pg::refuse_where_citus_would_split_the_store(fcinfo, false);
+  pg::refuse_a_key_elsewhere(fcinfo, ns, policy.store, "idem_key_state cannot look at",
+                             "On that node, look at the shard's row and at pg_locks (docs/scale-out.md).");
   const Row row = state_of(ns, pg::stored_key(given_key, policy), given_key, policy);
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)

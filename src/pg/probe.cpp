@@ -5,11 +5,14 @@
 
 extern "C" {
 #include "access/relation.h"
+#include "access/subtrans.h"
+#include "access/transam.h"
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "executor/tuptable.h"
+#include "storage/procarray.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -97,6 +100,14 @@ Probe probe_key(const Store& store, const text* ns, const text* key, const text*
   table_close(table, NoLock);
   if (unseen) concurrent_change(given_key);
   return p;
+}
+
+int backend_of(TransactionId xid) {
+  // pg_subtrans keeps every xid from TransactionXmin on, and xid ran after
+  // this transaction's snapshot was taken.
+  if (TransactionIdIsNormal(xid) && TransactionIdFollowsOrEquals(xid, TransactionXmin))
+    xid = SubTransGetTopmostTransaction(xid);
+  return BackendXidGetPid(xid);
 }
 
 void concurrent_change(const text* given_key) {

@@ -43,6 +43,13 @@ struct Probe {
 Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key,
                 bool check_snapshot = true);
 
+// The backend running xid, which may be a subtransaction's (a claim made
+// under a savepoint or in a PL/pgSQL block with an EXCEPTION clause: the
+// process array lists only top-level transactions); 0 when none runs it
+// (it ended, or it is a prepared transaction). xid is a busy_xid the probe
+// saw running after this transaction's snapshot was taken.
+int backend_of(TransactionId xid);
+
 // Raises 40001 for a key (named by key_label) whose record another
 // transaction recorded or changed after this transaction's snapshot.
 [[noreturn]] void concurrent_change(const text* given_key);

@@ -66,13 +66,14 @@ void request_stats_memory() {
 using idem::pg::shared;
 
 // The counters as one row: counters_on, then one bigint per counter in the
-// order of enum Counter, then stats_reset. With the counters off, every
-// column after counters_on is NULL.
+// order of enum Counter up to purged_rows (the row 0.3.0 defined), then
+// stats_reset. With the counters off, every column after counters_on is NULL.
 IDEM_FUNCTION(idem_stats_counters) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     throw idem::core::Error(idem::core::sqlstate::internal_error, "idem_stats_counters must return a row");
-  constexpr int columns = idem::pg::counter_count + 2;
+  constexpr int in_row = idem::pg::purged_rows + 1;
+  constexpr int columns = in_row + 2;
   if (desc->natts != columns)
     throw idem::core::Error(idem::core::sqlstate::internal_error, "idem_stats_counters has the wrong columns",
                             "Run ALTER EXTENSION idempotency UPDATE.");
@@ -81,7 +82,7 @@ IDEM_FUNCTION(idem_stats_counters) {
   values[0] = BoolGetDatum(shared != nullptr), nulls[0] = false;
   for (int i = 1; i < columns; ++i) values[i] = 0, nulls[i] = shared == nullptr;
   if (shared != nullptr) {
-    for (int c = 0; c < idem::pg::counter_count; ++c)
+    for (int c = 0; c < in_row; ++c)
       values[c + 1] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&shared->values[c])));
     values[columns - 1] = TimestampTzGetDatum(static_cast<TimestampTz>(pg_atomic_read_u64(&shared->reset_at)));
   }
@@ -98,6 +99,14 @@ IDEM_FUNCTION(idem_stats_reset) {
   for (pg_atomic_uint64& v : shared->values) pg_atomic_write_u64(&v, 0);
   pg_atomic_write_u64(&shared->reset_at, static_cast<uint64>(GetCurrentTimestamp()));
   PG_RETURN_VOID();
+}
+
+// idem_stats_released_keys(): how many keys idem_release_key released
+// (NULL when the counters are off), for idem_stats.
+IDEM_FUNCTION(idem_stats_released_keys) {
+  (void)fcinfo;
+  if (shared == nullptr) PG_RETURN_NULL();
+  PG_RETURN_INT64(static_cast<int64>(pg_atomic_read_u64(&shared->values[idem::pg::released_keys])));
 }
 
 // Internal, for idem_purge: adds the rows it deleted to purged_rows.

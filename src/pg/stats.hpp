@@ -20,6 +20,7 @@ enum Counter : int {
   transient_failures,
   waits,
   purged_rows,
+  released_keys,  // 0.7.0: read by idem_stats_released_keys, not in idem_stats_counters's row
   counter_count
 };
 

@@ -91,6 +91,24 @@ is(counters(), '0|0|0|0|0|0|0|0|0|0', 'track_counters = off counts nothing');
 $node->safe_psql('postgres', q{BEGIN; SELECT idempotency.idem_begin('n', 'loud', '{}'); ROLLBACK;});
 is(counters(), '1|0|0|0|0|0|0|0|0|0', 'other sessions still count');
 
+# An operator's release of a key: counted in released_keys, and logged with
+# the role that did it (the key by its label, never itself).
+$node->safe_psql('postgres', q{
+	BEGIN;
+	SELECT idempotency.idem_begin('n', 'poisoned', '{}');
+	SELECT idempotency.idem_commit('n', 'poisoned', '{"bug": true}');
+	COMMIT;});
+my $log_offset = -s $node->logfile;
+is($node->safe_psql('postgres', q{SELECT idempotency.idem_release_key('n', 'poisoned')}), 'committed',
+	'idem_release_key removes the record and says what it was');
+is($node->safe_psql('postgres', q{SELECT released_keys FROM idempotency.idem_stats}), '1', '  counted in released_keys');
+ok($node->log_contains(
+		qr/idempotency: key sha256:[0-9a-f]{12}\.\.\. of namespace "n" released by role "\w+" \(session role "\w+"\); its record was committed/,
+		$log_offset),
+	'  and logged with the role, the key by its label');
+unlike(join('', grep { /idempotency: key/ } split /^/m, slurp_file($node->logfile, $log_offset)), qr/poisoned/,
+	'  never the key itself (the statement logged with it is the server\'s logging)');
+
 # A non-superuser cannot turn counting off for itself or reset the counters.
 $node->safe_psql('postgres', 'CREATE ROLE app LOGIN; GRANT USAGE ON SCHEMA idempotency TO app');
 my ($ret, $out, $err) = $node->psql('postgres', 'SET idempotency.track_counters = off', extra_params => ['-U', 'app']);

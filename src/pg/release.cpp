@@ -1,0 +1,108 @@
+// release.cpp: idem_release_key(namespace, key), an operator's release of
+// one key: its record is deleted, so that the next begin of the key answers
+// fresh (a result a bug recorded, a poisoned key), without waiting for purge
+// or writing to the table by hand. Never under a transaction that holds
+// the key, nor under a claim whose lease still runs (docs/api.md).
+#include "postgres.hpp"  // first: PostgreSQL headers need postgres.h before them
+
+extern "C" {
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+}
+
+#include <string>
+
+#include "../core/error.hpp"
+#include "citus.hpp"
+#include "claims.hpp"
+#include "guard.hpp"
+#include "lock_tags.hpp"
+#include "policy.hpp"
+#include "probe.hpp"
+#include "spi.hpp"
+#include "stats.hpp"
+#include "store.hpp"
+#include "text.hpp"
+
+using namespace idem;
+
+namespace {
+
+const pg::StoreStatement delete_record = {
+    "DELETE FROM @store@ r WHERE r.namespace OPERATOR(pg_catalog.=) $1 AND r.key_value OPERATOR(pg_catalog.=) $2",
+    2,
+    {TEXTOID, TEXTOID}};
+
+// Raises 55006 for a key that a transaction holds: who holds it, and why
+// the release waits for it rather than taking the key from under it.
+// own: this transaction holds it.
+[[noreturn]] void in_use(const text* ns, const char* label, bool own) {
+  throw core::Error(core::sqlstate::object_in_use,
+                    std::string("cannot release idempotency key ") + label + ": a transaction holds it",
+                    std::string(own ? "This" : "Another") + " transaction holds the key in namespace \"" +
+                        pg::string_of(ns) +
+                        "\" and has not ended: releasing it now could let a retry begin a second attempt beside "
+                        "the first.",
+                    own ? "Finish the attempt with idem_commit, idem_fail_permanent or idem_fail_transient and end "
+                          "the transaction; release the key after that."
+                        : "Let that transaction end (idem_key_state names its backend), then release the key.");
+}
+
+}  // namespace
+
+// idem_release_key(namespace, key): deletes the key's record and returns
+// the status it had (NULL: the key had none). Takes the key's lock first,
+// without waiting, and keeps it to the end of the transaction, so no begin
+// claims the key while the release is undecided; refuses (55006) a key
+// another transaction holds, this transaction's own claim, and an
+// in_progress record whose lease runs. Counted (released_keys) and logged
+// with the roles that did it. Granted to no one but the extension's owner.
+IDEM_FUNCTION(idem_release_key) {
+  text* ns = pg::namespace_arg(fcinfo, 0);
+  text* given_key = pg::key_arg(fcinfo, 1);
+  pg::Policy policy = pg::authorize(ns);
+  pg::refuse_a_key_elsewhere(fcinfo, ns, policy.store, "idem_release_key cannot release a key of",
+                             "Delete the record on that node while no transaction holds the key (docs/scale-out.md).");
+  pg::require_read_write(given_key, "idem_release_key", "release");
+  // As a begin: registry changes of the namespace wait, and its policy is
+  // read again under the lock.
+  pg::lock_namespace(ns, ShareLock);
+  policy = pg::authorize(ns);
+  text* key = pg::stored_key(given_key, policy);
+  char label[32];
+  pg::key_label(given_key, label);
+  if (pg::held_claim(ns, key) != nullptr) in_use(ns, label, true);
+  LOCKTAG lock;
+  if (!pg::try_lock_key(ns, key, &lock)) in_use(ns, label, false);
+  const pg::Store store =
+      pg::open_store(ns, policy.store, RowExclusiveLock, pg::Call{key, policy.hash_keys, "release_key"});
+  const pg::Probe p = pg::probe_key(store, ns, key, given_key);
+  if (p.found == pg::Found::busy) in_use(ns, label, false);
+  if (p.found == pg::Found::nothing) PG_RETURN_NULL();
+  if (p.status == 'i' && p.own) in_use(ns, label, true);
+  if (p.status == 'i' && policy.lease_us > 0) {
+    const TimestampTz lease_end = p.updated_at + policy.lease_us;
+    if (GetCurrentTransactionStartTimestamp() < lease_end)
+      throw core::Error(core::sqlstate::object_in_use,
+                        std::string("cannot release idempotency key ") + label + ": its claim's lease still runs",
+                        "The key's in_progress record in namespace \"" + pg::string_of(ns) +
+                            "\" was claimed under an in_progress_lease that runs until " +
+                            timestamptz_to_str(lease_end) +
+                            ": its holder may still be working, and a retry may take it over only once the lease "
+                            "has run out.",
+                        "Release the key once the lease has run out, or let a retry take it over then.");
+  }
+  const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
+  if (pg::execute(delete_record, store, values, "  ") == 0) PG_RETURN_NULL();
+  const char* status = p.status == 'c' ? "committed" : p.status == 'f' ? "failed" : "in_progress";
+  pg::count(pg::released_keys);
+  ereport(LOG, (errmsg("idempotency: key %s of namespace \"%s\" released by role \"%s\" (session role \"%s\"); "
+                       "its record was %s",
+                       label, text_to_cstring(ns), GetUserNameFromId(GetUserId(), false),
+                       GetUserNameFromId(GetSessionUserId(), false), status)));
+  PG_RETURN_TEXT_P(cstring_to_text(status));
+}
