@@ -112,10 +112,10 @@ DROP FUNCTION idem_namespace_stats_rows();
 -- Purging ---------------------------------------------------------------------
 
 -- The same, committing after every chunk, for pg_cron and operators purging
--- millions of rows: no lock or snapshot is held longer than one chunk, and
--- idempotency.purge_pause spaces the chunks out so that requests running
--- meanwhile keep the cores and the WAL. CALL it outside an explicit
--- transaction block. A procedure that commits
+-- millions of rows: no lock is held longer than one chunk, nor a snapshot
+-- longer than a chunk or a pause, and idempotency.purge_pause (at most 10 s)
+-- spaces the chunks out so that requests running meanwhile keep the cores
+-- and the WAL. CALL it outside an explicit transaction block. A procedure that commits
 -- cannot pin search_path with SET, so its operators are schema-qualified.
 CREATE OR REPLACE PROCEDURE idem_purge_batches(batch_size integer DEFAULT 10000)
 LANGUAGE plpgsql
@@ -188,18 +188,20 @@ REVOKE ALL ON FUNCTION idem_release_key(text, text) FROM PUBLIC;
 -- Privileges ------------------------------------------------------------------
 
 -- The objects this update makes get the grants the script gives them (the
--- owner's, PUBLIC's and pg_monitor's) and no more. ALTER DEFAULT PRIVILEGES of the
--- installing role (EXECUTE on its functions, SELECT on its tables, for an
--- application role, say) would add others, and that role could then read
--- every namespace's records and the lock secret, or run what only the
--- owner may (idem_key_state, the purge): they are taken back here
--- (docs/security.md).
+-- owner's, PUBLIC's, and pg_monitor's on the views and the functions behind
+-- them) and no more. ALTER DEFAULT PRIVILEGES of the installing role (EXECUTE on its
+-- functions, SELECT on its tables, USAGE or CREATE on a schema it creates,
+-- for an application role or for pg_monitor, say) would add others, and
+-- that role could then read every namespace's records and the lock secret,
+-- run what only the owner may (idem_key_state, idem_release_key, the
+-- purge), or create objects in the schema: they are taken back here,
+-- privilege by privilege (docs/security.md).
 DO $defaults$
 DECLARE
     x record;
 BEGIN
     FOR x IN
-        SELECT DISTINCT o.kind, o.name, r.rolname
+        SELECT DISTINCT o.kind, o.name, a.privilege_type, r.rolname
         FROM pg_catalog.pg_depend d
         CROSS JOIN LATERAL (
             SELECT 'ROUTINE' AS kind, p.oid::pg_catalog.regprocedure::text AS name, p.proowner AS owner, p.proacl AS acl
@@ -213,18 +215,33 @@ BEGIN
             UNION ALL
             SELECT 'TYPE', t.oid::pg_catalog.regtype::text, t.typowner, t.typacl
             FROM pg_catalog.pg_type t
-            WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = d.objid) o
+            WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = d.objid
+            UNION ALL
+            SELECT 'SCHEMA', pg_catalog.quote_ident(n.nspname), n.nspowner, n.nspacl
+            FROM pg_catalog.pg_namespace n
+            WHERE d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND n.oid = d.objid) o
         CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
         JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
         WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
           AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')
-          AND a.grantee <> o.owner AND a.grantee <> 'pg_monitor'::pg_catalog.regrole
+          AND a.grantee <> o.owner
+          -- pg_monitor keeps what this script grants it
+          AND NOT (a.grantee = 'pg_monitor'::pg_catalog.regrole
+                   AND ((a.privilege_type = 'SELECT'
+                         AND d.objid IN ('@extschema@.idem_stats'::pg_catalog.regclass,
+                                         '@extschema@.idem_namespace_stats'::pg_catalog.regclass,
+                                         '@extschema@.idem_namespaces'::pg_catalog.regclass))
+                        OR (a.privilege_type = 'EXECUTE'
+                            AND d.objid IN ('@extschema@.idem_stats_counters()'::pg_catalog.regprocedure,
+                                            '@extschema@.idem_stats_released_keys()'::pg_catalog.regprocedure,
+                                            '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure))
+                        OR (a.privilege_type = 'USAGE' AND o.kind = 'SCHEMA')))
           AND d.objid IN ('@extschema@.idem_key_state(text,text)'::pg_catalog.regprocedure,
                           '@extschema@.idem_release_key(text,text)'::pg_catalog.regprocedure,
                           '@extschema@.idem_stats_released_keys()'::pg_catalog.regprocedure,
                           '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure)
     LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %I', x.kind, x.name, x.rolname);
+        EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %I', x.privilege_type, x.kind, x.name, x.rolname);
     END LOOP;
 END;
 $defaults$;

@@ -285,10 +285,10 @@ COMMENT ON FUNCTION idem_purge(integer, integer) IS
 'Deletes expired records in chunks inside the current transaction; returns how many';
 
 -- The same, committing after every chunk, for pg_cron and operators purging
--- millions of rows: no lock or snapshot is held longer than one chunk, and
--- idempotency.purge_pause spaces the chunks out so that requests running
--- meanwhile keep the cores and the WAL. CALL it outside an explicit
--- transaction block. A procedure that commits
+-- millions of rows: no lock is held longer than one chunk, nor a snapshot
+-- longer than a chunk or a pause, and idempotency.purge_pause (at most 10 s)
+-- spaces the chunks out so that requests running meanwhile keep the cores
+-- and the WAL. CALL it outside an explicit transaction block. A procedure that commits
 -- cannot pin search_path with SET, so its operators are schema-qualified.
 CREATE PROCEDURE idem_purge_batches(batch_size integer DEFAULT 10000)
 LANGUAGE plpgsql
@@ -1559,18 +1559,20 @@ GRANT SELECT ON idem_namespaces TO pg_monitor;
 -- Privileges ----------------------------------------------------------------
 
 -- The grants this script makes are all the extension's objects have: the
--- owner's, PUBLIC's and pg_monitor's. ALTER DEFAULT PRIVILEGES of the
--- installing role (EXECUTE on its functions, SELECT on its tables, for an
--- application role, say) would add others, and that role could then read
--- every namespace's records and the lock secret, or run what only the
--- owner may (idem_key_state, the purge): they are taken back here
--- (docs/security.md).
+-- owner's, PUBLIC's and pg_monitor's on the views and the functions behind
+-- them. ALTER DEFAULT PRIVILEGES of the installing role (EXECUTE on its
+-- functions, SELECT on its tables, USAGE or CREATE on a schema it creates,
+-- for an application role or for pg_monitor, say) would add others, and
+-- that role could then read every namespace's records and the lock secret,
+-- run what only the owner may (idem_key_state, idem_release_key, the
+-- purge), or create objects in the schema: they are taken back here,
+-- privilege by privilege (docs/security.md).
 DO $defaults$
 DECLARE
     x record;
 BEGIN
     FOR x IN
-        SELECT DISTINCT o.kind, o.name, r.rolname
+        SELECT DISTINCT o.kind, o.name, a.privilege_type, r.rolname
         FROM pg_catalog.pg_depend d
         CROSS JOIN LATERAL (
             SELECT 'ROUTINE' AS kind, p.oid::pg_catalog.regprocedure::text AS name, p.proowner AS owner, p.proacl AS acl
@@ -1584,14 +1586,42 @@ BEGIN
             UNION ALL
             SELECT 'TYPE', t.oid::pg_catalog.regtype::text, t.typowner, t.typacl
             FROM pg_catalog.pg_type t
-            WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = d.objid) o
+            WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = d.objid
+            UNION ALL
+            SELECT 'SCHEMA', pg_catalog.quote_ident(n.nspname), n.nspowner, n.nspacl
+            FROM pg_catalog.pg_namespace n
+            WHERE d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND n.oid = d.objid) o
         CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
         JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
         WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
           AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')
-          AND a.grantee <> o.owner AND a.grantee <> 'pg_monitor'::pg_catalog.regrole
+          AND a.grantee <> o.owner
+          -- pg_monitor keeps what this script grants it
+          AND NOT (a.grantee = 'pg_monitor'::pg_catalog.regrole
+                   AND ((a.privilege_type = 'SELECT'
+                         AND d.objid IN ('@extschema@.idem_stats'::pg_catalog.regclass,
+                                         '@extschema@.idem_namespace_stats'::pg_catalog.regclass,
+                                         '@extschema@.idem_namespaces'::pg_catalog.regclass))
+                        OR (a.privilege_type = 'EXECUTE'
+                            AND d.objid IN ('@extschema@.idem_stats_counters()'::pg_catalog.regprocedure,
+                                            '@extschema@.idem_stats_released_keys()'::pg_catalog.regprocedure,
+                                            '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure))
+                        OR (a.privilege_type = 'USAGE' AND o.kind = 'SCHEMA')))
     LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %I', x.kind, x.name, x.rolname);
+        EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %I', x.privilege_type, x.kind, x.name, x.rolname);
+    END LOOP;
+    -- The schema (CREATE EXTENSION may have made it, under the defaults for
+    -- schemas): no one but its owner creates objects among the extension's,
+    -- where they could stand in for its functions. USAGE stays as given.
+    FOR x IN
+        SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END AS grantee
+        FROM pg_catalog.pg_namespace n
+        CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+        LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE n.oid = '@extschema@'::pg_catalog.regnamespace AND a.privilege_type = 'CREATE'
+          AND a.grantee <> n.nspowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE CREATE ON SCHEMA @extschema@ FROM %s', x.grantee);
     END LOOP;
 END;
 $defaults$;

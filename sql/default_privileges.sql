@@ -9,9 +9,28 @@ CREATE DATABASE regress_idem_defaults;
 \c regress_idem_defaults
 ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO regress_idem_default;
 ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO regress_idem_default;
+-- pg_monitor and the schema too: a monitoring role must not get the records,
+-- the lock secret or the owner's functions, nor anyone CREATE on the schema.
+ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO pg_monitor;
+ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO pg_monitor;
+ALTER DEFAULT PRIVILEGES GRANT USAGE, CREATE ON SCHEMAS TO regress_idem_default;
 SET client_min_messages = warning;
 CREATE EXTENSION idempotency;
 RESET client_min_messages;
+-- What pg_monitor may, and the schema's privileges: as without the defaults.
+SELECT pg_describe_object(d.classid, d.objid, 0) AS object, a.privilege_type
+FROM pg_depend d
+CROSS JOIN LATERAL (SELECT proacl AS acl FROM pg_proc WHERE d.classid = 'pg_proc'::regclass AND oid = d.objid
+                    UNION ALL
+                    SELECT relacl FROM pg_class WHERE d.classid = 'pg_class'::regclass AND oid = d.objid) o
+CROSS JOIN LATERAL aclexplode(o.acl) a
+WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
+  AND a.grantee = 'pg_monitor'::regrole
+ORDER BY 1, 2;
+SELECT a.grantee::regrole AS schema_grantee, a.privilege_type
+FROM pg_namespace n, aclexplode(n.nspacl) a
+WHERE n.nspname = 'idempotency' AND a.grantee <> n.nspowner ORDER BY 1, 2;
 -- The extension's initial privileges name only its owner, PUBLIC and pg_monitor.
 SELECT count(*) AS initial_privileges_of_the_role
 FROM pg_init_privs i, aclexplode(i.initprivs) x WHERE x.grantee = 'regress_idem_default'::regrole;
@@ -47,6 +66,9 @@ SELECT count(*) AS initial_privileges_of_the_role
 FROM pg_init_privs i, aclexplode(i.initprivs) x WHERE x.grantee = 'regress_idem_default'::regrole;
 ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM regress_idem_default;
 ALTER DEFAULT PRIVILEGES REVOKE SELECT ON TABLES FROM regress_idem_default;
+ALTER DEFAULT PRIVILEGES REVOKE ALL ON TABLES FROM pg_monitor;
+ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM pg_monitor;
+ALTER DEFAULT PRIVILEGES REVOKE USAGE, CREATE ON SCHEMAS FROM regress_idem_default;
 DROP OWNED BY regress_idem_default;
 DROP ROLE regress_idem_default;
 \c :regress_db

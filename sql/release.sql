@@ -36,16 +36,28 @@ SELECT kind FROM idem_begin('ops-leased', 'mine', '{}');
 SELECT idem_release_key('ops-leased', 'mine');
 ROLLBACK;
 
--- A committed in_progress record whose lease still runs: refused; once the
--- lease has run out (claimed two hours ago), released. Without a lease an
--- in_progress record (an older release's leftover) is abandoned: released.
+-- A record this transaction finished: released, a begin later in the
+-- transaction would answer fresh again and do the work twice. Refused.
+BEGIN;
+SELECT kind FROM idem_begin('ops', 'done-here', '{}');
+SELECT idem_commit('ops', 'done-here', '{}');
+SELECT idem_release_key('ops', 'done-here');
+ROLLBACK;
+
+-- An in_progress record is released only when a begin would take it over:
+-- refused while its lease runs, released once it has run out (claimed two
+-- hours ago). Without a lease (an older release's leftover, or a lease
+-- since removed) a begin answers in_flight until the record's window ends:
+-- refused until then, released after.
 INSERT INTO idempotency_record
     (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at)
 VALUES ('ops-leased', 'working', 'in_progress', idem_request_hash('{}'), '{}', now(), now(), now() + interval '1 day'),
        ('ops-leased', 'gone', 'in_progress', idem_request_hash('{}'), '{}', now() - interval '2 hours',
         now() - interval '2 hours', now() + interval '1 day'),
-       ('ops', 'left-over', 'in_progress', idem_request_hash('{}'), '{}', now() - interval '1 day',
-        now() - interval '1 day', now() + interval '1 day');
+       ('ops', 'left-over', 'in_progress', idem_request_hash('{}'), '{}', now() - interval '2 days',
+        now() - interval '2 days', now() - interval '1 day'),
+       ('ops', 'left-in-window', 'in_progress', idem_request_hash('{}'), '{}', now() - interval '1 hour',
+        now() - interval '1 hour', now() + interval '1 day');
 \set VERBOSITY sqlstate
 SELECT idem_release_key('ops-leased', 'working');
 \set VERBOSITY terse
@@ -53,6 +65,10 @@ SELECT idem_release_key('ops-leased', 'working');
 \set VERBOSITY default
 SELECT idem_release_key('ops-leased', 'gone');
 SELECT idem_release_key('ops', 'left-over');
+SELECT kind FROM idem_begin('ops', 'left-in-window', '{}');
+\set VERBOSITY terse
+SELECT idem_release_key('ops', 'left-in-window');
+\set VERBOSITY default
 SELECT key_value FROM idempotency_record WHERE namespace LIKE 'ops%' ORDER BY key_value;
 
 -- A hash_keys namespace is released by the caller's key.

@@ -257,14 +257,6 @@ const pg::StoreStatement take_over_fenced = {
 // entries) is shared by every session.
 long held_limit() { return max_locks_per_xact / 4; }
 
-// Whether an in_progress record that another transaction committed may be
-// taken over: its namespace's lease ran out since it was claimed, or, with
-// no lease (left by an older release, which let autocommit callers commit a
-// claim), its replay window did.
-bool abandoned(const pg::Probe& p, const pg::Policy& policy, TimestampTz now) {
-  return policy.lease_us > 0 ? now - p.updated_at >= policy.lease_us : now >= p.expires_at;
-}
-
 // Waits on a hot standby, where the primary's transactions hold no lock here:
 // polls until xid has ended, the deadline passes, or an interrupt (a cancel,
 // statement_timeout) is raised.
@@ -514,7 +506,7 @@ Datum begin(FunctionCallInfo fcinfo) {
       return to_datum(fcinfo, o);
     }
     const bool same_request = p.found == pg::Found::row && pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted));
-    if (locked && same_request && p.status == 'i' && !p.own && pg::registry().installed && abandoned(p, policy, now) &&
+    if (locked && same_request && p.status == 'i' && !p.own && pg::registry().installed && pg::abandoned(p, policy, now) &&
         p.updated_at != locked_version) {
       pg::require_read_write(given_key, "idem_begin", "begin");
       const Datum fence = fenced ? Int64GetDatum(pg::draw_fence()) : 0;

@@ -102,6 +102,10 @@ Probe probe_key(const Store& store, const text* ns, const text* key, const text*
   return p;
 }
 
+bool abandoned(const Probe& p, const Policy& policy, TimestampTz now) {
+  return policy.lease_us > 0 ? now - p.updated_at >= policy.lease_us : now >= p.expires_at;
+}
+
 int backend_of(TransactionId xid) {
   // pg_subtrans keeps every xid from TransactionXmin on, and xid ran after
   // this transaction's snapshot was taken.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "postgres.hpp"
+#include "policy.hpp"
 #include "store.hpp"
 
 namespace idem::pg {
@@ -42,6 +43,14 @@ struct Probe {
 // neither fail nor take part in serializable snapshot isolation).
 Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key,
                 bool check_snapshot = true);
+
+// Whether an in_progress record that another transaction committed (p, a
+// row) may be taken over at now: its namespace's lease ran out since it was
+// claimed, or, with no lease (left by an older release, which let
+// autocommit callers commit a claim, or by a lease since removed), its
+// replay window did. A begin takes over such a record; idem_release_key
+// releases no other.
+bool abandoned(const Probe& p, const Policy& policy, TimestampTz now);
 
 // The backend running xid, which may be a subtransaction's (a claim made
 // under a savepoint or in a PL/pgSQL block with an EXCEPTION clause: the

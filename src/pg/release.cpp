@@ -32,10 +32,16 @@ using namespace idem;
 
 namespace {
 
+// Deletes the version the probe saw, and only if no transaction holds it
+// now (a late worker's transition, which takes no key lock): a record that
+// changed or is locked meanwhile is left alone, never waited for.
 const pg::StoreStatement delete_record = {
-    "DELETE FROM @store@ r WHERE r.namespace OPERATOR(pg_catalog.=) $1 AND r.key_value OPERATOR(pg_catalog.=) $2",
-    2,
-    {TEXTOID, TEXTOID}};
+    "DELETE FROM @store@ r WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+    "SELECT s.ctid FROM @store@ s WHERE s.namespace OPERATOR(pg_catalog.=) $1"
+    " AND s.key_value OPERATOR(pg_catalog.=) $2 AND s.status OPERATOR(pg_catalog.=) $3"
+    " AND s.updated_at OPERATOR(pg_catalog.=) $4 FOR UPDATE SKIP LOCKED))",
+    4,
+    {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}};
 
 // Raises 55006 for a key that a transaction holds: who holds it, and why
 // the release waits for it rather than taking the key from under it.
@@ -64,14 +70,14 @@ const pg::StoreStatement delete_record = {
 IDEM_FUNCTION(idem_release_key) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
-  pg::Policy policy = pg::authorize(ns);
-  pg::refuse_a_key_elsewhere(fcinfo, ns, policy.store, "idem_release_key cannot release a key of",
-                             "Delete the record on that node while no transaction holds the key (docs/scale-out.md).");
+  (void)pg::authorize(ns);  // the grant, before the namespace's lock tag is taken
   pg::require_read_write(given_key, "idem_release_key", "release");
   // As a begin: registry changes of the namespace wait, and its policy is
-  // read again under the lock.
+  // read under the lock.
   pg::lock_namespace(ns, ShareLock);
-  policy = pg::authorize(ns);
+  const pg::Policy policy = pg::authorize(ns);
+  pg::refuse_a_key_elsewhere(fcinfo, ns, policy.store, "idem_release_key cannot release a key of",
+                             "Delete the record on that node while no transaction holds the key (docs/scale-out.md).");
   text* key = pg::stored_key(given_key, policy);
   char label[32];
   pg::key_label(given_key, label);
@@ -83,26 +89,36 @@ IDEM_FUNCTION(idem_release_key) {
   const pg::Probe p = pg::probe_key(store, ns, key, given_key);
   if (p.found == pg::Found::busy) in_use(ns, label, false);
   if (p.found == pg::Found::nothing) PG_RETURN_NULL();
-  if (p.status == 'i' && p.own) in_use(ns, label, true);
-  if (p.status == 'i' && policy.lease_us > 0) {
-    const TimestampTz lease_end = p.updated_at + policy.lease_us;
-    if (GetCurrentTransactionStartTimestamp() < lease_end)
-      throw core::Error(core::sqlstate::object_in_use,
-                        std::string("cannot release idempotency key ") + label + ": its claim's lease still runs",
-                        "The key's in_progress record in namespace \"" + pg::string_of(ns) +
-                            "\" was claimed under an in_progress_lease that runs until " +
-                            timestamptz_to_str(lease_end) +
-                            ": its holder may still be working, and a retry may take it over only once the lease "
-                            "has run out.",
-                        "Release the key once the lease has run out, or let a retry take it over then.");
+  // This transaction's own record (a claim, or an attempt it finished):
+  // released, a begin later in the transaction would answer fresh again.
+  if (p.own) in_use(ns, label, true);
+  // An in_progress record is released only when a begin would take it over.
+  if (p.status == 'i' && !pg::abandoned(p, policy, GetCurrentTimestamp())) {
+    const TimestampTz until = policy.lease_us > 0 ? p.updated_at + policy.lease_us : p.expires_at;
+    throw core::Error(core::sqlstate::object_in_use,
+                      std::string("cannot release idempotency key ") + label + ": its claim may still be worked on",
+                      "The key's in_progress record in namespace \"" + pg::string_of(ns) + "\" " +
+                          (policy.lease_us > 0 ? "was claimed under an in_progress_lease" : "has no lease") +
+                          ": until " + timestamptz_to_str(until) +
+                          " its holder may still be working, and a retry answers in_flight.",
+                      "Release the key after that, or let a retry take it over then.");
   }
-  const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};
-  if (pg::execute(delete_record, store, values, "  ") == 0) PG_RETURN_NULL();
   const char* status = p.status == 'c' ? "committed" : p.status == 'f' ? "failed" : "in_progress";
+  const Datum values[4] = {PointerGetDatum(ns), PointerGetDatum(key), CStringGetTextDatum(status),
+                           TimestampTzGetDatum(p.updated_at)};
+  if (pg::execute(delete_record, store, values, "    ") == 0)
+    throw core::Error(core::sqlstate::object_in_use,
+                      std::string("cannot release idempotency key ") + label + ": its record changed meanwhile",
+                      "Another transaction changed or locked the key's record in namespace \"" + pg::string_of(ns) +
+                          "\" while it was being released (a late transition of its claim).",
+                      "Look at the key again (idem_key_state) and release it if it still needs it.");
   pg::count(pg::released_keys);
-  ereport(LOG, (errmsg("idempotency: key %s of namespace \"%s\" released by role \"%s\" (session role \"%s\"); "
-                       "its record was %s",
+  // Logged when released, as the counters count: a rollback undoes the
+  // release, not the line. Without the statement, which names the key.
+  ereport(LOG, (errmsg("idempotency: key %s of namespace \"%s\" released by role \"%s\" (session role \"%s\"), "
+                       "effective if its transaction commits; its record was %s",
                        label, text_to_cstring(ns), GetUserNameFromId(GetUserId(), false),
-                       GetUserNameFromId(GetSessionUserId(), false), status)));
+                       GetUserNameFromId(GetSessionUserId(), false), status),
+                errhidestmt(true)));
   PG_RETURN_TEXT_P(cstring_to_text(status));
 }

@@ -163,8 +163,9 @@ void define_settings() {
   DefineCustomIntVariable(
       "idempotency.purge_pause", "Pause of idem_purge_batches after each chunk it commits.",
       "0 purges chunk after chunk; a pause leaves the cores and the WAL to the requests meanwhile, at the "
-      "cost of a longer purge. Any role may set it, also for a pg_cron job's role with ALTER ROLE ... SET.",
-      &purge_pause_ms, 0, 0, 60 * 60 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+      "cost of a longer purge. At most 10 s: the pause holds a snapshot, as any statement does. Any role may "
+      "set it, also for a pg_cron job's role with ALTER ROLE ... SET.",
+      &purge_pause_ms, 0, 0, 10 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
   loading = false;
   for (int i = 0; i < setting_count && untrusted < 0; ++i)
     if (guarded[i].existed && !guarded[i].accepted) untrusted = i;
