@@ -17,17 +17,21 @@ ALTER DEFAULT PRIVILEGES GRANT USAGE, CREATE ON SCHEMAS TO regress_idem_default;
 SET client_min_messages = warning;
 CREATE EXTENSION idempotency;
 RESET client_min_messages;
+-- What a role may do on the extension's objects (the function's privileges
+-- and the table's and views').
+CREATE FUNCTION pg_temp.granted_to(role regrole) RETURNS TABLE (object text, privilege text) LANGUAGE sql AS $$
+    SELECT pg_describe_object(d.classid, d.objid, 0), a.privilege_type
+    FROM pg_depend d
+    CROSS JOIN LATERAL (SELECT proacl AS acl FROM pg_proc WHERE d.classid = 'pg_proc'::regclass AND oid = d.objid
+                        UNION ALL
+                        SELECT relacl FROM pg_class WHERE d.classid = 'pg_class'::regclass AND oid = d.objid) o
+    CROSS JOIN LATERAL aclexplode(o.acl) a
+    WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+      AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
+      AND a.grantee = role
+    ORDER BY 1, 2 $$;
 -- What pg_monitor may, and the schema's privileges: as without the defaults.
-SELECT pg_describe_object(d.classid, d.objid, 0) AS object, a.privilege_type
-FROM pg_depend d
-CROSS JOIN LATERAL (SELECT proacl AS acl FROM pg_proc WHERE d.classid = 'pg_proc'::regclass AND oid = d.objid
-                    UNION ALL
-                    SELECT relacl FROM pg_class WHERE d.classid = 'pg_class'::regclass AND oid = d.objid) o
-CROSS JOIN LATERAL aclexplode(o.acl) a
-WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
-  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
-  AND a.grantee = 'pg_monitor'::regrole
-ORDER BY 1, 2;
+SELECT * FROM pg_temp.granted_to('pg_monitor');
 SELECT a.grantee::regrole AS schema_grantee, a.privilege_type
 FROM pg_namespace n, aclexplode(n.nspacl) a
 WHERE n.nspname = 'idempotency' AND a.grantee <> n.nspowner ORDER BY 1, 2;
@@ -37,18 +41,7 @@ FROM pg_init_privs i, aclexplode(i.initprivs) x WHERE x.grantee = 'regress_idem_
 -- Nor do its objects' privileges: the role the defaults name can neither
 -- read the records nor run what only the owner may (0.6.0 gave it SELECT on
 -- idempotency_record and EXECUTE on idem_lock_secret, idem_purge, ...).
-CREATE FUNCTION pg_temp.granted_to_the_role() RETURNS SETOF text LANGUAGE sql AS $$
-    SELECT pg_describe_object(d.classid, d.objid, 0)
-    FROM pg_depend d
-    CROSS JOIN LATERAL (SELECT proacl AS acl FROM pg_proc WHERE d.classid = 'pg_proc'::regclass AND oid = d.objid
-                        UNION ALL
-                        SELECT relacl FROM pg_class WHERE d.classid = 'pg_class'::regclass AND oid = d.objid) o
-    CROSS JOIN LATERAL aclexplode(o.acl) a
-    WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
-      AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
-      AND a.grantee = 'regress_idem_default'::regrole
-    ORDER BY 1 $$;
-SELECT * FROM pg_temp.granted_to_the_role();
+SELECT * FROM pg_temp.granted_to('regress_idem_default');
 SELECT has_table_privilege('regress_idem_default', 'idempotency.idempotency_record', 'SELECT') AS reads_records,
        has_function_privilege('regress_idem_default', 'idempotency.idem_key_state(text,text)', 'EXECUTE') AS key_state;
 -- An update under the same defaults gives its new objects nothing either
@@ -61,7 +54,7 @@ REVOKE ALL ON idempotency.idempotency_record FROM regress_idem_default;
 REVOKE ALL ON ALL ROUTINES IN SCHEMA idempotency FROM regress_idem_default;
 REVOKE ALL ON ALL TABLES IN SCHEMA idempotency FROM regress_idem_default;
 ALTER EXTENSION idempotency UPDATE;
-SELECT * FROM pg_temp.granted_to_the_role();
+SELECT * FROM pg_temp.granted_to('regress_idem_default');
 SELECT count(*) AS initial_privileges_of_the_role
 FROM pg_init_privs i, aclexplode(i.initprivs) x WHERE x.grantee = 'regress_idem_default'::regrole;
 ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM regress_idem_default;
