@@ -46,7 +46,9 @@ SELECT has_table_privilege('regress_idem_default', 'idempotency.idempotency_reco
        has_function_privilege('regress_idem_default', 'idempotency.idem_key_state(text,text)', 'EXECUTE') AS key_state;
 -- An update under the same defaults gives its new objects nothing either
 -- (idem_key_state, the figures behind idem_namespace_stats).
-SET client_min_messages = warning;
+-- (0.4.0's update warns, on some majors, that the role the defaults name
+-- reads the records: what this test then takes back.)
+SET client_min_messages = error;
 DROP EXTENSION idempotency;
 CREATE EXTENSION idempotency VERSION '0.6.0';
 RESET client_min_messages;
