@@ -190,12 +190,12 @@ REVOKE ALL ON FUNCTION idem_release_key(text, text) FROM PUBLIC;
 -- The objects this update makes get the grants the script gives them (the
 -- owner's, PUBLIC's, and pg_monitor's on the views and the functions behind
 -- them) and no more. ALTER DEFAULT PRIVILEGES of the installing role (EXECUTE on its
--- functions, SELECT on its tables, USAGE or CREATE on a schema it creates,
--- for an application role or for pg_monitor, say) would add others, and
+-- functions, SELECT on its tables, for an application role or for
+-- pg_monitor, say) would add others, and
 -- that role could then read every namespace's records and the lock secret,
 -- run what only the owner may (idem_key_state, idem_release_key, the
--- purge), or create objects in the schema: they are taken back here,
--- privilege by privilege (docs/security.md).
+-- purge): they are taken back here, privilege by privilege
+-- (docs/security.md).
 DO $defaults$
 DECLARE
     x record;
@@ -216,10 +216,7 @@ BEGIN
             SELECT 'TYPE', t.oid::pg_catalog.regtype::text, t.typowner, t.typacl
             FROM pg_catalog.pg_type t
             WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = d.objid
-            UNION ALL
-            SELECT 'SCHEMA', pg_catalog.quote_ident(n.nspname), n.nspowner, n.nspacl
-            FROM pg_catalog.pg_namespace n
-            WHERE d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND n.oid = d.objid) o
+            ) o
         CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
         JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
         WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
@@ -234,8 +231,7 @@ BEGIN
                         OR (a.privilege_type = 'EXECUTE'
                             AND d.objid IN ('@extschema@.idem_stats_counters()'::pg_catalog.regprocedure,
                                             '@extschema@.idem_stats_released_keys()'::pg_catalog.regprocedure,
-                                            '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure))
-                        OR (a.privilege_type = 'USAGE' AND o.kind = 'SCHEMA')))
+                                            '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure))))
           AND d.objid IN ('@extschema@.idem_key_state(text,text)'::pg_catalog.regprocedure,
                           '@extschema@.idem_release_key(text,text)'::pg_catalog.regprocedure,
                           '@extschema@.idem_stats_released_keys()'::pg_catalog.regprocedure,

@@ -1566,7 +1566,7 @@ GRANT SELECT ON idem_namespaces TO pg_monitor;
 -- that role could then read every namespace's records and the lock secret,
 -- run what only the owner may (idem_key_state, idem_release_key, the
 -- purge), or create objects in the schema: they are taken back here,
--- privilege by privilege (docs/security.md).
+-- privilege by privilege, but USAGE on the schema (docs/security.md).
 DO $defaults$
 DECLARE
     x record;
@@ -1587,10 +1587,7 @@ BEGIN
             SELECT 'TYPE', t.oid::pg_catalog.regtype::text, t.typowner, t.typacl
             FROM pg_catalog.pg_type t
             WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = d.objid
-            UNION ALL
-            SELECT 'SCHEMA', pg_catalog.quote_ident(n.nspname), n.nspowner, n.nspacl
-            FROM pg_catalog.pg_namespace n
-            WHERE d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND n.oid = d.objid) o
+            ) o
         CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
         JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
         WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
@@ -1605,14 +1602,14 @@ BEGIN
                         OR (a.privilege_type = 'EXECUTE'
                             AND d.objid IN ('@extschema@.idem_stats_counters()'::pg_catalog.regprocedure,
                                             '@extschema@.idem_stats_released_keys()'::pg_catalog.regprocedure,
-                                            '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure))
-                        OR (a.privilege_type = 'USAGE' AND o.kind = 'SCHEMA')))
+                                            '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure))))
     LOOP
         EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %I', x.privilege_type, x.kind, x.name, x.rolname);
     END LOOP;
     -- The schema (CREATE EXTENSION may have made it, under the defaults for
-    -- schemas): no one but its owner creates objects among the extension's,
-    -- where they could stand in for its functions. USAGE stays as given.
+    -- schemas; it is no member of the extension): no one but its owner
+    -- creates objects among the extension's, where they could stand in for
+    -- its functions. USAGE stays as given.
     FOR x IN
         SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END AS grantee
         FROM pg_catalog.pg_namespace n
@@ -1621,7 +1618,9 @@ BEGIN
         WHERE n.oid = '@extschema@'::pg_catalog.regnamespace AND a.privilege_type = 'CREATE'
           AND a.grantee <> n.nspowner
     LOOP
-        EXECUTE pg_catalog.format('REVOKE CREATE ON SCHEMA @extschema@ FROM %s', x.grantee);
+        EXECUTE pg_catalog.format('REVOKE CREATE ON SCHEMA @extschema@ FROM %s CASCADE', x.grantee);
+        RAISE WARNING 'idempotency: % may no longer create objects in schema @extschema@', x.grantee
+            USING DETAIL = 'Only the schema''s owner creates objects among the extension''s, where they could stand in for its functions.';
     END LOOP;
 END;
 $defaults$;

@@ -44,6 +44,19 @@ FROM pg_init_privs i, aclexplode(i.initprivs) x WHERE x.grantee = 'regress_idem_
 SELECT * FROM pg_temp.granted_to('regress_idem_default');
 SELECT has_table_privilege('regress_idem_default', 'idempotency.idempotency_record', 'SELECT') AS reads_records,
        has_function_privilege('regress_idem_default', 'idempotency.idem_key_state(text,text)', 'EXECUTE') AS key_state;
+-- A schema made beforehand, CREATE in it granted down a chain: taken back
+-- from all but its owner (CASCADE), each named in a WARNING.
+SET client_min_messages = error;
+DROP EXTENSION idempotency;
+RESET client_min_messages;
+GRANT CREATE ON SCHEMA idempotency TO regress_idem_default WITH GRANT OPTION;
+SET ROLE regress_idem_default;
+GRANT CREATE ON SCHEMA idempotency TO PUBLIC;
+RESET ROLE;
+CREATE EXTENSION idempotency;
+SELECT a.grantee::regrole AS schema_grantee, a.privilege_type
+FROM pg_namespace n, aclexplode(n.nspacl) a
+WHERE n.nspname = 'idempotency' AND a.grantee <> n.nspowner ORDER BY 1, 2;
 -- An update under the same defaults gives its new objects nothing either
 -- (idem_key_state, the figures behind idem_namespace_stats).
 -- (0.4.0's update warns, on some majors, that the role the defaults name

@@ -16,6 +16,12 @@ SELECT count(*) AS records FROM idempotency_record WHERE namespace = 'ops';
 BEGIN;
 SELECT kind FROM idem_begin('ops', 'poisoned', '{"n": 1}');
 ROLLBACK;
+-- From PL/pgSQL too (the log line then leaves out the caller's context).
+BEGIN;
+SELECT kind FROM idem_begin('ops', 'from-plpgsql', '{}');
+SELECT idem_commit('ops', 'from-plpgsql', '{}');
+COMMIT;
+DO $$ BEGIN RAISE NOTICE 'released: %', idempotency.idem_release_key('ops', 'from-plpgsql'); END $$;
 -- A failure, and a key without a record (NULL, nothing done).
 BEGIN;
 SELECT kind FROM idem_begin('ops', 'failed', '{}');

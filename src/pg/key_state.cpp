@@ -9,6 +9,7 @@ extern "C" {
 #include "funcapi.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 }
 
 #include "../core/error.hpp"

@@ -53,8 +53,8 @@ const pg::StoreStatement delete_record = {
                         pg::string_of(ns) +
                         "\" and has not ended: releasing it now could let a retry begin a second attempt beside "
                         "the first.",
-                    own ? "Finish the attempt with idem_commit, idem_fail_permanent or idem_fail_transient and end "
-                          "the transaction; release the key after that."
+                    own ? "End this transaction first (finishing its attempt with idem_commit, idem_fail_permanent "
+                          "or idem_fail_transient if it is open); release the key after that."
                         : "Let that transaction end (idem_key_state names its backend), then release the key.");
 }
 
@@ -108,17 +108,20 @@ IDEM_FUNCTION(idem_release_key) {
                            TimestampTzGetDatum(p.updated_at)};
   if (pg::execute(delete_record, store, values, "    ") == 0)
     throw core::Error(core::sqlstate::object_in_use,
-                      std::string("cannot release idempotency key ") + label + ": its record changed meanwhile",
-                      "Another transaction changed or locked the key's record in namespace \"" + pg::string_of(ns) +
-                          "\" while it was being released (a late transition of its claim).",
+                      std::string("cannot release idempotency key ") + label + ": its record was not deleted",
+                      "Between the look and the delete, another transaction changed or locked the key's record in "
+                      "namespace \"" + pg::string_of(ns) +
+                          "\" (a late transition of its claim) or deleted it (a purge), or a trigger, rule or row "
+                          "security policy of its store kept the delete from it.",
                       "Look at the key again (idem_key_state) and release it if it still needs it.");
   pg::count(pg::released_keys);
   // Logged when released, as the counters count: a rollback undoes the
-  // release, not the line. Without the statement, which names the key.
+  // release, not the line. Without the statement or the context (a
+  // PL/pgSQL caller's line), which name the key.
   ereport(LOG, (errmsg("idempotency: key %s of namespace \"%s\" released by role \"%s\" (session role \"%s\"), "
                        "effective if its transaction commits; its record was %s",
                        label, text_to_cstring(ns), GetUserNameFromId(GetUserId(), false),
                        GetUserNameFromId(GetSessionUserId(), false), status),
-                errhidestmt(true)));
+                errhidestmt(true), errhidecontext(true)));
   PG_RETURN_TEXT_P(cstring_to_text(status));
 }

@@ -107,7 +107,7 @@ ok($node->log_contains(
 		$log_offset),
 	'  and logged with the role, the key by its label');
 unlike(slurp_file($node->logfile, $log_offset) =~ s/^.*LOG:  statement: .*$//mgr, qr/poisoned/,
-	'  never the key itself (nor the statement, which names it; only log_statement logs that)');
+	'  never the key itself: the line comes without its statement (only log_statement logs that here)');
 
 # A non-superuser cannot turn counting off for itself or reset the counters.
 $node->safe_psql('postgres', 'CREATE ROLE app LOGIN; GRANT USAGE ON SCHEMA idempotency TO app');
