@@ -6,6 +6,7 @@
    row shows: idem_key_state, held_key_locks in idem_stats, and
    oldest_expired_age in idem_namespace_stats (how far purge lags); an
    operator's release of a key (idem_release_key, counted in idem_stats);
+   a holder's heartbeat for a claim under a lease (idem_extend_lease);
    idem_purge_batches pauses after each chunk for idempotency.purge_pause.
    idem_begin keeps its entry point: a session still running the 0.6.0
    library goes on working (test/t/013_mixed_libraries.pl). */
@@ -185,6 +186,18 @@ COMMENT ON FUNCTION idem_release_key(text, text) IS
 
 REVOKE ALL ON FUNCTION idem_release_key(text, text) FROM PUBLIC;
 
+-- A holder's heartbeat: the lease of its claim (a namespace with an
+-- in_progress_lease) runs again from now, so that a long operation is not
+-- taken over while it still works. Fenced as the transitions are; returns
+-- the new end of the lease.
+CREATE FUNCTION idem_extend_lease(namespace text, key text, fence bigint)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'idem_extend_lease'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idem_extend_lease(text, text, bigint) IS
+'A heartbeat of a claim under a lease: its lease runs again from now (fenced); returns the new end';
+
 -- Privileges ------------------------------------------------------------------
 
 -- The objects this update makes get the grants the script gives them (the
@@ -234,6 +247,7 @@ BEGIN
                                             '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure))))
           AND d.objid IN ('@extschema@.idem_key_state(text,text)'::pg_catalog.regprocedure,
                           '@extschema@.idem_release_key(text,text)'::pg_catalog.regprocedure,
+                          '@extschema@.idem_extend_lease(text,text,bigint)'::pg_catalog.regprocedure,
                           '@extschema@.idem_stats_released_keys()'::pg_catalog.regprocedure,
                           '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure)
     LOOP

@@ -676,6 +676,18 @@ COMMENT ON FUNCTION idem_release_key(text, text) IS
 
 REVOKE ALL ON FUNCTION idem_release_key(text, text) FROM PUBLIC;
 
+-- A holder's heartbeat: the lease of its claim (a namespace with an
+-- in_progress_lease) runs again from now, so that a long operation is not
+-- taken over while it still works. Fenced as the transitions are; returns
+-- the new end of the lease.
+CREATE FUNCTION idem_extend_lease(namespace text, key text, fence bigint)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'idem_extend_lease'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION idem_extend_lease(text, text, bigint) IS
+'A heartbeat of a claim under a lease: its lease runs again from now (fenced); returns the new end';
+
 -- HTTP ----------------------------------------------------------------------
 
 -- The key in an Idempotency-Key header, as the IETF draft defines the field

@@ -1,6 +1,7 @@
 // transition.cpp: the terminal transitions of an in-progress record:
 // idem_commit, idem_fail_permanent (both kept for replay) and
-// idem_fail_transient (forgotten, so the next begin is fresh).
+// idem_fail_transient (forgotten, so the next begin is fresh); and the one
+// that is not terminal, idem_extend_lease (a holder's heartbeat).
 #include "postgres.hpp"  // first: PostgreSQL headers need postgres.h before them
 
 #include <algorithm>
@@ -65,6 +66,16 @@ const pg::StoreStatement finish_fence = {FINISH_IN_PROGRESS " AND fence OPERATOR
                                          {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT8OID}};
 const pg::StoreStatement forget_fence = {FORGET_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $3", 3,
                                          {TEXTOID, TEXTOID, INT8OID}};
+
+// A heartbeat of a claim under a lease: its lease runs again from the
+// clock, only while the record is still the claim that drew the fence.
+const pg::StoreStatement extend_fence = {
+    "UPDATE @store@ SET updated_at = pg_catalog.clock_timestamp()"
+    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
+    " AND status OPERATOR(pg_catalog.=) 'in_progress' AND fence OPERATOR(pg_catalog.=) $3"
+    " RETURNING updated_at",
+    3,
+    {TEXTOID, TEXTOID, INT8OID}};
 
 // Each transition's statement by the kind of proof given (pg::Claim::Kind).
 const pg::StoreStatement* const finish_by[] = {&finish_in_progress, &finish_attempt, &finish_fence};
@@ -335,7 +346,47 @@ void forget(FunctionCallInfo fcinfo, bool fence) {
   pg::count(pg::transient_failures);
 }
 
+// Moves the lease of the caller's claim on: the in_progress record keeps its
+// fence and attempt, and its lease runs again from now. Returns the new end
+// of the lease.
+TimestampTz extend(FunctionCallInfo fcinfo) {
+  text* ns = pg::namespace_arg(fcinfo, 0);
+  text* given_key = pg::key_arg(fcinfo, 1);
+  const pg::Claim proof = proof_arg(fcinfo, 2, true);
+  const pg::Policy policy = pg::authorize(ns);
+  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
+  pg::require_read_write(given_key, "idem_extend_lease", "extend the lease of");
+  if (policy.lease_us == 0)
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      "idempotency namespace \"" + pg::string_of(ns) + "\" has no in_progress_lease",
+                      "Without a lease a claim is held by its transaction and ends with it: there is no lease "
+                      "to extend.",
+                      "Give the namespace one with idem_namespace_configure(namespace, in_progress_lease => ...).");
+  text* key = pg::stored_key(given_key, policy);
+  const pg::Store store =
+      pg::open_store(ns, policy.store, RowExclusiveLock, pg::Call{key, policy.hash_keys, "extend_lease"});
+  if (pg::held_claim(ns, key) != nullptr) {  // made before the namespace had a lease
+    char label[32];
+    pg::key_label(given_key, label);
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot extend the lease of idempotency key ") + label +
+                          ": this transaction holds it by its lock",
+                      "The claim was made before namespace \"" + pg::string_of(ns) +
+                          "\" had a lease: it is held by this transaction and ends with it.");
+  }
+  const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), Int64GetDatum(proof.value)};
+  Datum claimed_at;
+  bool none = true;
+  if (pg::execute(extend_fence, store, values, "   ", &claimed_at, &none) == 0 || none)
+    not_in_progress(store, ns, key, given_key, "extend the lease of", proof);
+  return DatumGetTimestampTz(claimed_at) + policy.lease_us;
+}
+
 }  // namespace
+
+// A holder's heartbeat (0.7.0): its claim under a lease is not taken over
+// while it keeps calling this within the lease.
+IDEM_FUNCTION(idem_extend_lease) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo)); }
 
 // The 0.5.0 entry points take a fence (bigint); the 0.2.0 to 0.4.1
 // definitions, which a schema not yet updated still has, take an attempt
