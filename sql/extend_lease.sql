@@ -31,5 +31,18 @@ SELECT idem_extend_lease('hb', 'nothing', :hb_fence2);
 SELECT idem_extend_lease('no-lease', 'k', :hb_fence2);
 SELECT idem_extend_lease('hb', 'job-1', NULL) IS NULL AS null_fence;
 SELECT idem_extend_lease('hb', 'job-1', 7);
+-- The claim's replay window moves with its lease: a claim kept alive past
+-- the window it began with, then finished, replays for a window from its
+-- last heartbeat (not purged at once, its retry answered fresh).
+SELECT fence AS hb_fence3 FROM idem_begin('hb', 'job-2', '{"n": 2}', replay_window => '2 hours') \gset
+UPDATE idempotency_record SET created_at = now() - interval '130 minutes', updated_at = now() - interval '130 minutes',
+                              expires_at = now() - interval '10 minutes'
+WHERE namespace = 'hb' AND key_value = 'job-2';
+SELECT idem_extend_lease('hb', 'job-2', :hb_fence3) > now() AS extended;
+SELECT expires_at - clock_timestamp() BETWEEN interval '119 minutes' AND interval '2 hours' AS window_from_now
+FROM idempotency_record WHERE namespace = 'hb' AND key_value = 'job-2';
+SELECT idem_commit('hb', 'job-2', '{"done": 2}', :hb_fence3);
+SELECT idem_purge() AS purged;
+SELECT kind, result FROM idem_begin('hb', 'job-2', '{"n": 2}');
 DELETE FROM idempotency_record;
 SELECT idem_namespace_drop('hb');

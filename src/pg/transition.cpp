@@ -68,9 +68,14 @@ const pg::StoreStatement forget_fence = {FORGET_IN_PROGRESS " AND fence OPERATOR
                                          {TEXTOID, TEXTOID, INT8OID}};
 
 // A heartbeat of a claim under a lease: its lease runs again from the
-// clock, only while the record is still the claim that drew the fence.
+// clock, only while the record is still the claim that drew the fence. Its
+// replay window moves with it (the claim's window, expires_at less
+// updated_at, from now): a record finished after its window had passed
+// would be purged at once, and its retry answered fresh.
 const pg::StoreStatement extend_fence = {
-    "UPDATE @store@ SET updated_at = pg_catalog.clock_timestamp()"
+    "UPDATE @store@ SET updated_at = pg_catalog.clock_timestamp(),"
+    " expires_at = GREATEST(expires_at,"
+    " pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (expires_at OPERATOR(pg_catalog.-) updated_at))"
     " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
     " AND status OPERATOR(pg_catalog.=) 'in_progress' AND fence OPERATOR(pg_catalog.=) $3"
     " RETURNING updated_at",
@@ -354,7 +359,9 @@ TimestampTz extend(FunctionCallInfo fcinfo) {
   text* given_key = pg::key_arg(fcinfo, 1);
   const pg::Claim proof = proof_arg(fcinfo, 2, true);
   const pg::Policy policy = pg::authorize(ns);
-  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
+  pg::refuse_a_key_elsewhere(fcinfo, ns, policy.store, "idem_extend_lease cannot extend a lease in",
+                             "idem_create_entry_points makes no heartbeat yet: a claim there lives by its lease "
+                             "alone (docs/scale-out.md).");
   pg::require_read_write(given_key, "idem_extend_lease", "extend the lease of");
   if (policy.lease_us == 0)
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
