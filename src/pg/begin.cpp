@@ -506,7 +506,7 @@ Datum begin(FunctionCallInfo fcinfo) {
       return to_datum(fcinfo, o);
     }
     const bool same_request = p.found == pg::Found::row && pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted));
-    if (locked && same_request && p.status == 'i' && !p.own && pg::registry().installed && pg::abandoned(p, policy, now) &&
+    if (locked && same_request && p.status == 'i' && !p.own && pg::registry().installed && now >= pg::takeover_from(p, policy) &&
         p.updated_at != locked_version) {
       pg::require_read_write(given_key, "idem_begin", "begin");
       const Datum fence = fenced ? Int64GetDatum(pg::draw_fence()) : 0;

@@ -6,10 +6,10 @@
 extern "C" {
 #include "access/relation.h"
 #include "access/subtrans.h"
-#include "access/transam.h"
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "executor/tuptable.h"
 #include "storage/procarray.h"
@@ -102,8 +102,8 @@ Probe probe_key(const Store& store, const text* ns, const text* key, const text*
   return p;
 }
 
-bool abandoned(const Probe& p, const Policy& policy, TimestampTz now) {
-  return policy.lease_us > 0 ? now - p.updated_at >= policy.lease_us : now >= p.expires_at;
+TimestampTz takeover_from(const Probe& p, const Policy& policy) {
+  return policy.lease_us > 0 ? p.updated_at + policy.lease_us : p.expires_at;
 }
 
 int backend_of(TransactionId xid) {

@@ -44,13 +44,13 @@ struct Probe {
 Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key,
                 bool check_snapshot = true);
 
-// Whether an in_progress record that another transaction committed (p, a
-// row) may be taken over at now: its namespace's lease ran out since it was
-// claimed, or, with no lease (left by an older release, which let
-// autocommit callers commit a claim, or by a lease since removed), its
-// replay window did. A begin takes over such a record; idem_release_key
-// releases no other.
-bool abandoned(const Probe& p, const Policy& policy, TimestampTz now);
+// From when an in_progress record that another transaction committed (p, a
+// row) may be taken over: once its namespace's lease has run out since it
+// was claimed (or last extended), or, with no lease (left by an older
+// release, which let autocommit callers commit a claim, or by a lease since
+// removed), once its replay window has. A begin takes over such a record;
+// idem_release_key releases no other.
+TimestampTz takeover_from(const Probe& p, const Policy& policy);
 
 // The backend running xid, which may be a subtransaction's (a claim made
 // under a savepoint or in a PL/pgSQL block with an EXCEPTION clause: the

@@ -93,8 +93,8 @@ IDEM_FUNCTION(idem_release_key) {
   // released, a begin later in the transaction would answer fresh again.
   if (p.own) in_use(ns, label, true);
   // An in_progress record is released only when a begin would take it over.
-  if (p.status == 'i' && !pg::abandoned(p, policy, GetCurrentTimestamp())) {
-    const TimestampTz until = policy.lease_us > 0 ? p.updated_at + policy.lease_us : p.expires_at;
+  const TimestampTz until = p.status == 'i' ? pg::takeover_from(p, policy) : DT_NOBEGIN;
+  if (GetCurrentTimestamp() < until)
     throw core::Error(core::sqlstate::object_in_use,
                       std::string("cannot release idempotency key ") + label + ": its claim may still be worked on",
                       "The key's in_progress record in namespace \"" + pg::string_of(ns) + "\" " +
@@ -102,7 +102,6 @@ IDEM_FUNCTION(idem_release_key) {
                           ": until " + timestamptz_to_str(until) +
                           " its holder may still be working, and a retry answers in_flight.",
                       "Release the key after that, or let a retry take it over then.");
-  }
   const char* status = p.status == 'c' ? "committed" : p.status == 'f' ? "failed" : "in_progress";
   const Datum values[4] = {PointerGetDatum(ns), PointerGetDatum(key), CStringGetTextDatum(status),
                            TimestampTzGetDatum(p.updated_at)};
