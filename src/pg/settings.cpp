@@ -24,9 +24,12 @@ int in_progress_lease_seconds = 0;
 bool store_request_default = true;
 int max_payload_bytes = 16 * 1024 * 1024;
 bool require_registered_namespace = false;
-int purge_pause_ms = 0;
 
 namespace {
+
+// idempotency.purge_pause's storage: idem_purge_batches reads the setting
+// through current_setting, so no C code reads it here.
+int purge_pause_ms = 0;
 
 // The settings that are never taken from a session, in the order of
 // define_settings; each check hook passes its index.

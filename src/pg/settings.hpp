@@ -29,11 +29,6 @@ extern int max_payload_bytes;
 // namespace is an error rather than the GUC defaults.
 extern bool require_registered_namespace;
 
-// idempotency.purge_pause, in milliseconds: how long idem_purge_batches
-// sleeps after each chunk it commits (read by the procedure through
-// current_setting). A session may set it: it shapes no record.
-extern int purge_pause_ms;
-
 // Defines every GUC (called once from _PG_init). replay_window,
 // in_flight_wait, store_request, max_payload_bytes and
 // require_registered_namespace are superuser settings that a session cannot
