@@ -61,7 +61,7 @@ SELECT idem_bind_store('other', 'idem_namespace_config');
 -- A store made before 0.6.0's columns (the 0.3 table's ten): the hint gives
 -- the ALTER TABLE, and once it has run the table binds.
 CREATE TABLE app.older (LIKE app.records INCLUDING ALL);
-ALTER TABLE app.older DROP COLUMN fence, DROP COLUMN attempt;
+ALTER TABLE app.older DROP COLUMN recovery_state, DROP COLUMN recovery_point, DROP COLUMN fence, DROP COLUMN attempt;
 CREATE TABLE app.old_shape (LIKE app.older INCLUDING ALL);
 SELECT idem_bind_store('other', 'app.old_shape');
 ALTER TABLE app.old_shape ADD COLUMN attempt integer NOT NULL DEFAULT 1, ADD COLUMN fence bigint;

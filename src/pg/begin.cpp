@@ -47,9 +47,10 @@ constexpr const char* kind_labels[kind_count] = {"fresh", "in_flight", "prior_re
                                                  "mismatch"};
 
 // Columns of idem_outcome. A 0.3.0 schema's type ends at submitted_hash, a
-// 0.4 schema's at age; heap_form_tuple forms only the columns the type has.
+// 0.4 schema's at age, a 0.5 to 0.7 schema's at fence; heap_form_tuple
+// forms only the columns the type has.
 enum Field { f_kind, f_result, f_error, f_recorded_request, f_recorded_hash, f_submitted_hash, f_attempt, f_age,
-             f_fence, field_count };
+             f_fence, f_lease_ends_at, f_takeover, f_recovery_point, f_recovery_state, field_count };
 
 // The outcome's tuple descriptor and enum label OIDs, kept for the backend
 // rather than in fn_extra: a prepared statement gets a new FmgrInfo for every
@@ -109,23 +110,47 @@ Outcome outcome(Kind kind, Datum submitted_hash) {
   return o;
 }
 
-// fresh, with the attempt number and (0.5 schema) the fence that the
-// transitions take to prove the record is still this attempt's.
-Outcome fresh_outcome(Datum submitted_hash, int32 attempt, Datum fence, bool fence_null) {
+// What a takeover found of the attempts before it: the last recovery point
+// a holder recorded, and its state (NULL: none recorded, or a store
+// without the recovery columns).
+struct Recovered {
+  Datum point;
+  Datum state;
+  bool point_null;
+  bool state_null;
+};
+
+constexpr Recovered nothing_recovered{0, 0, true, true};
+
+// fresh, with the attempt number, (0.5 schema) the fence that the
+// transitions take to prove the record is still this attempt's, and (0.8
+// schema) when its lease ends (NULL without a lease), whether it takes over
+// an attempt that may have acted, and that attempt's last recovery point.
+Outcome fresh_outcome(Datum submitted_hash, int32 attempt, Datum fence, bool fence_null, const pg::Policy& policy,
+                      TimestampTz now, bool takeover, const Recovered& recovered) {
   Outcome o = outcome(fresh, submitted_hash);
   o.values[f_attempt] = Int32GetDatum(attempt), o.nulls[f_attempt] = false;
   o.values[f_fence] = fence, o.nulls[f_fence] = fence_null;
+  if (policy.lease_us > 0)
+    o.values[f_lease_ends_at] = TimestampTzGetDatum(now + policy.lease_us), o.nulls[f_lease_ends_at] = false;
+  o.values[f_takeover] = BoolGetDatum(takeover), o.nulls[f_takeover] = false;
+  o.values[f_recovery_point] = recovered.point, o.nulls[f_recovery_point] = recovered.point_null;
+  o.values[f_recovery_state] = recovered.state, o.nulls[f_recovery_state] = recovered.state_null;
   return o;
 }
 
 // in_flight, with how long ago the holder claimed the key (or took the
-// record over), when that is known.
-Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p, TimestampTz now) {
+// record over, or last extended its lease), when that is known, and then
+// in a namespace with a lease, when the holder's lease ends: from then a
+// begin takes the record over.
+Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p, TimestampTz now, const pg::Policy& policy) {
   Outcome o = outcome(in_flight, submitted_hash);
   if (!p.began_known) return o;
   auto* age = static_cast<Interval*>(palloc0(sizeof(Interval)));
   age->time = std::max<int64>(0, now - p.updated_at);
   o.values[f_age] = IntervalPGetDatum(age), o.nulls[f_age] = false;
+  if (policy.lease_us > 0)
+    o.values[f_lease_ends_at] = TimestampTzGetDatum(p.updated_at + policy.lease_us), o.nulls[f_lease_ends_at] = false;
   return o;
 }
 
@@ -234,7 +259,7 @@ const pg::StoreStatement insert_fenced = {
 // transaction (a late worker finishing the record) while it holds the
 // per-key lock; it then matches nothing, as it does when the record changed
 // since the probe.
-#define TAKE_OVER(FENCE_SET)                                                                                   \
+#define TAKE_OVER(FENCE_SET, RETURNING)                                                                        \
   "UPDATE @store@"                                                                                              \
   " SET attempt = attempt OPERATOR(pg_catalog.+) 1, updated_at = $4,"                                          \
   " expires_at = $4 OPERATOR(pg_catalog.+) $3" FENCE_SET                                                        \
@@ -242,13 +267,21 @@ const pg::StoreStatement insert_fenced = {
   "   WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"                        \
   "   AND status OPERATOR(pg_catalog.=) 'in_progress' AND updated_at OPERATOR(pg_catalog.=) $5"                 \
   "   FOR UPDATE SKIP LOCKED)"                                                                                  \
-  " RETURNING attempt"
+  " RETURNING " RETURNING
 
-const pg::StoreStatement take_over = {TAKE_OVER(""), 5,
+const pg::StoreStatement take_over = {TAKE_OVER("", "attempt"), 5,
                                       {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}};
 
 const pg::StoreStatement take_over_fenced = {
-    TAKE_OVER(", fence = $6"), 6, {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}};
+    TAKE_OVER(", fence = $6", "attempt"), 6, {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}};
+
+// The same, answering the recovery point the record had (a store with the
+// recovery columns): the takeover keeps it, and the new attempt resumes
+// after it.
+const pg::StoreStatement take_over_recovering = {
+    TAKE_OVER(", fence = $6", "attempt, recovery_point, recovery_state"),
+    6,
+    {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}};
 
 // How many keys one transaction may claim by their lock alone before its
 // claims are written as rows again: a quarter of the lock table's share per
@@ -485,7 +518,7 @@ Datum begin(FunctionCallInfo fcinfo) {
                                                                          IntervalPGetDatum(window))),
                                  DatumGetByteaPP(submitted), policy.store_request ? request : nullptr};
         pg::claim_held(ns, key, policy.hash_keys, held);
-        Outcome o = fresh_outcome(submitted, 1, fence, false);
+        Outcome o = fresh_outcome(submitted, 1, fence, false, policy, now, false, nothing_recovered);
         return to_datum(fcinfo, o);
       }
       if (store.direct) {
@@ -502,7 +535,7 @@ Datum begin(FunctionCallInfo fcinfo) {
       const bool fence_null = !store.direct && !fenced;
       if (locked) pg::unlock_key(lock);
       if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
-      Outcome o = fresh_outcome(submitted, 1, fence, fence_null);
+      Outcome o = fresh_outcome(submitted, 1, fence, fence_null, policy, now, false, nothing_recovered);
       return to_datum(fcinfo, o);
     }
     const bool same_request = p.found == pg::Found::row && pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted));
@@ -513,11 +546,13 @@ Datum begin(FunctionCallInfo fcinfo) {
       const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),
                                IntervalPGetDatum(window), TimestampTzGetDatum(now),
                                TimestampTzGetDatum(p.updated_at), fence};
-      Datum attempt;
-      bool none = true;
-      pg::execute(fenced ? take_over_fenced : take_over, store, values, "      ", &attempt, &none);
+      Datum taken[3];  // attempt, recovery_point, recovery_state
+      bool none[3] = {true, true, true};
+      const pg::StoreStatement& statement =
+          fenced && store.recovers ? take_over_recovering : fenced ? take_over_fenced : take_over;
+      pg::execute(statement, store, values, "      ", taken, none);
       if (locked) pg::unlock_key(lock);
-      if (none) {
+      if (none[0]) {
         // Changed meanwhile, or locked by another transaction (a late
         // worker finishing it): look again, and if the same version is
         // still there it is held, so it is in flight. Under REPEATABLE READ
@@ -532,7 +567,9 @@ Datum begin(FunctionCallInfo fcinfo) {
         continue;
       }
       if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
-      Outcome o = fresh_outcome(submitted, DatumGetInt32(attempt), fence, !fenced);
+      pg::count(pg::takeovers);
+      const Recovered recovered{taken[1], taken[2], none[1], none[2]};
+      Outcome o = fresh_outcome(submitted, DatumGetInt32(taken[0]), fence, !fenced, policy, now, true, recovered);
       return to_datum(fcinfo, o);
     }
     if (locked) pg::unlock_key(lock);
@@ -544,12 +581,12 @@ Datum begin(FunctionCallInfo fcinfo) {
         wait_for(p.busy_xid, lock, deadline);
         continue;  // the holder ended (or time is up): look again
       }
-      Outcome o = in_flight_outcome(submitted, p, now);
+      Outcome o = in_flight_outcome(submitted, p, now, policy);
       return to_datum(fcinfo, o);
     }
 
     if (same_request && p.status == 'i') {  // committed by a transaction that has not finished the work
-      Outcome o = in_flight_outcome(submitted, p, now);
+      Outcome o = in_flight_outcome(submitted, p, now, policy);
       return to_datum(fcinfo, o);
     }
     Outcome o = finished_outcome(p, submitted, policy);
@@ -558,6 +595,12 @@ Datum begin(FunctionCallInfo fcinfo) {
 }
 
 }  // namespace
+
+// idem_begin as 0.8.0 declares it: its outcome tells a takeover from a first
+// claim, with the last recovery point, and when a lease ends. A library
+// older than 0.8.0 has no such symbol, so a backend that loaded one before
+// the update fails cleanly instead of answering a takeover as a bare fresh.
+IDEM_FUNCTION(idem_begin_0_8) { return begin(fcinfo); }
 
 // idem_begin as 0.6.0 declares it (an in_flight_wait argument). A library
 // older than 0.6.0 has no such symbol, so a backend that loaded one before

@@ -109,6 +109,23 @@ IDEM_FUNCTION(idem_stats_released_keys) {
   PG_RETURN_INT64(static_cast<int64>(pg_atomic_read_u64(&shared->values[idem::pg::released_keys])));
 }
 
+// idem_stats_recovery(): how many begins took an abandoned claim over, and
+// how many recovery points holders recorded (NULLs when the counters are
+// off), for idem_stats.
+IDEM_FUNCTION(idem_stats_recovery) {
+  TupleDesc desc;
+  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+    throw idem::core::Error(idem::core::sqlstate::internal_error, "idem_stats_recovery must return a record");
+  Datum values[2] = {0, 0};
+  bool nulls[2] = {true, true};
+  if (shared != nullptr) {
+    values[0] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&shared->values[idem::pg::takeovers])));
+    values[1] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&shared->values[idem::pg::recovery_points])));
+    nulls[0] = nulls[1] = false;
+  }
+  return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls));
+}
+
 // Internal, for idem_purge: adds the rows it deleted to purged_rows.
 IDEM_FUNCTION(idem_stats_count_purged) {
   if (!PG_ARGISNULL(0) && PG_GETARG_INT64(0) > 0)

@@ -21,6 +21,8 @@ enum Counter : int {
   waits,
   purged_rows,
   released_keys,  // 0.7.0: read by idem_stats_released_keys, not in idem_stats_counters's row
+  takeovers,        // 0.8.0: read by idem_stats_recovery, with recovery_points
+  recovery_points,
   counter_count
 };
 

@@ -50,7 +50,7 @@ struct Expected {
   bool not_null;
   const char* definition;
 };
-constexpr Expected expected_columns[col_fence] = {
+constexpr Expected expected_columns[col_recovery_state] = {
     {"namespace", TEXTOID, true, "text COLLATE \"C\" NOT NULL"},
     {"key_value", TEXTOID, true, "text COLLATE \"C\" NOT NULL"},
     {"status", TEXTOID, true, "text NOT NULL"},
@@ -63,7 +63,22 @@ constexpr Expected expected_columns[col_fence] = {
     {"expires_at", TIMESTAMPTZOID, true, "timestamptz NOT NULL"},
     {"attempt", INT4OID, true, "integer NOT NULL DEFAULT 1"},
     {"fence", INT8OID, false, "bigint"},
+    {"recovery_point", TEXTOID, false, "text"},
+    {"recovery_state", JSONBOID, false, "jsonb"},
 };
+
+// Whether column i (0-based) of desc is as expected_columns says.
+bool column_is(TupleDesc desc, int i) {
+  if (i >= desc->natts) return false;
+  const Form_pg_attribute att = TupleDescAttr(desc, i);
+  return !att->attisdropped && std::strcmp(NameStr(att->attname), expected_columns[i].name) == 0 &&
+         att->atttypid == expected_columns[i].type && att->attnotnull == expected_columns[i].not_null;
+}
+
+// Whether desc has the recovery columns at their places.
+bool has_recovery_columns(TupleDesc desc) {
+  return column_is(desc, col_recovery_point - 1) && column_is(desc, col_recovery_state - 1);
+}
 
 // What is known of one table, keyed by its OID.
 struct Known {
@@ -72,6 +87,7 @@ struct Known {
   Oid expires_index;  // InvalidOid unless direct
   Oid owner;
   bool direct;
+  bool recovers;
 };
 
 HTAB* known = nullptr;
@@ -134,15 +150,17 @@ Oid key_index(Relation rel) {
 }
 
 // The expires_at index when the store's rows may be written through heapam
-// directly (write.cpp): a heap table of exactly the twelve columns, no
-// trigger, rule, row security or CHECK constraint, and no index but the key
+// directly (write.cpp): a heap table of exactly the twelve columns (or the
+// fourteen with the recovery columns), no trigger, rule, row security or
+// CHECK constraint, and no index but the key
 // and the one on expires_at, both plain btrees. Anything an operator added
 // makes it InvalidOid, and the writes go through SQL, which honours it.
 Oid direct_index(Relation rel, Oid pkey) {
   const TupleDesc desc = RelationGetDescr(rel);
   bool plain = rel->rd_rel->relam == HEAP_TABLE_AM_OID && rel->rd_rel->relkind == RELKIND_RELATION &&
                rel->trigdesc == nullptr && rel->rd_rules == nullptr && !rel->rd_rel->relrowsecurity &&
-               !rel->rd_rel->relforcerowsecurity && desc->natts == col_fence &&
+               !rel->rd_rel->relforcerowsecurity &&
+               (desc->natts == col_fence || (desc->natts == col_recovery_state && has_recovery_columns(desc))) &&
                (desc->constr == nullptr || desc->constr->num_check == 0);
   for (int i = 0; plain && i < desc->natts; ++i) {
     const Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -196,12 +214,12 @@ ShapeProblem shape_problem(Relation rel) {
                        name, expected_columns[i - 1].name);
       appendStringInfo(&fix, "Add them: ALTER TABLE %s",
                        quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), name));
-      for (int j = i; j < col_fence; ++j) {
-        appendStringInfo(&why, "%s %s", j == i ? "" : ",", expected_columns[j].name);
+      for (int j = i; j < col_recovery_state; ++j) {
+        if (j < col_fence) appendStringInfo(&why, "%s %s", j == i ? "" : ",", expected_columns[j].name);
         appendStringInfo(&fix, "%s ADD COLUMN %s %s", j == i ? "" : ",", expected_columns[j].name,
                          expected_columns[j].definition);
       }
-      appendStringInfoString(&why, " too.");
+      appendStringInfoString(&why, " too (and recovery_point, recovery_state to keep recovery points).");
       appendStringInfoChar(&fix, ';');
       return {why.data, fix.data};
     }
@@ -275,7 +293,8 @@ Known know(Oid relid, bool own, Oid own_pkey, const text* ns) {
     CHECK_FOR_INTERRUPTS();
     const uint64 read_at = generation;
     Relation rel = table_open(relid, NoLock);
-    Known k{relid, InvalidOid, InvalidOid, rel->rd_rel->relowner, false};
+    Known k{relid, InvalidOid, InvalidOid, rel->rd_rel->relowner, false,
+            has_recovery_columns(RelationGetDescr(rel))};
     const ShapeProblem problem = own ? ShapeProblem{nullptr, nullptr} : shape_problem(rel);
     if (problem.problem == nullptr) {
       k.pkey = own ? own_pkey : key_index(rel);
@@ -367,7 +386,7 @@ Store open_table(const text* ns, Oid bound, LOCKMODE mode) {
       continue;
     }
     return Store{table, k.pkey, k.expires_index, own ? registry().owner : k.owner, k.direct,
-                 own ? fenced_schema() : true, own};
+                 own ? fenced_schema() : true, own, k.recovers};
   }
 }
 
@@ -394,6 +413,27 @@ Store open_whole_store(const text* ns, Oid bound, LOCKMODE mode, bool* distribut
 ShapeProblem store_shape_problem(Oid relid) {
   Relation rel = table_open(relid, AccessShareLock);
   const ShapeProblem problem = shape_problem(rel);
+  table_close(rel, AccessShareLock);
+  return problem;
+}
+
+ShapeProblem recovery_columns_problem(const Store& store) {
+  Relation rel = table_open(store.table, AccessShareLock);
+  const TupleDesc desc = RelationGetDescr(rel);
+  const char* name = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+                                                RelationGetRelationName(rel));
+  ShapeProblem problem{nullptr, nullptr};
+  if (!has_recovery_columns(desc) && desc->natts <= col_fence) {
+    problem.problem = psprintf("%s has no recovery_point and recovery_state columns (a store's shape before 0.8.0).",
+                               name);
+    problem.fix = psprintf("Add them: ALTER TABLE %s ADD COLUMN recovery_point text, ADD COLUMN recovery_state "
+                           "jsonb;",
+                           name);
+  } else if (!has_recovery_columns(desc)) {
+    problem.problem = psprintf("Columns 13 and 14 of %s must be recovery_point text and recovery_state jsonb "
+                               "(nullable); other columns hold their places.",
+                               name);
+  }
   table_close(rel, AccessShareLock);
   return problem;
 }

@@ -19,7 +19,9 @@ extern "C" {
 namespace idem::pg {
 
 // Column numbers of a store's table: the extension's as the install scripts
-// create it, and a bound table's first twelve, which must be the same.
+// create it, and a bound table's first twelve, which must be the same. The
+// recovery columns (0.8.0) are a store's when it has them at these places:
+// a store without them works, and refuses recovery points.
 enum Column : AttrNumber {
   col_namespace = 1,
   col_key_value,
@@ -33,6 +35,8 @@ enum Column : AttrNumber {
   col_expires_at,
   col_attempt,  // 0.4.0
   col_fence,    // 0.5.0
+  col_recovery_point,  // 0.8.0
+  col_recovery_state,  // 0.8.0
 };
 
 // A store as one call uses it, with its table locked.
@@ -44,6 +48,7 @@ struct Store {
   bool direct;        // written through heapam (write.cpp)
   bool fenced;        // has the attempt and fence columns (0.5.0's schema or later, and every bound table)
   bool own;           // the extension's table, not a bound one
+  bool recovers;      // has the recovery columns (recovery_point, recovery_state)
 };
 
 // The store of namespace ns, bound to table bound (InvalidOid: the
@@ -88,6 +93,10 @@ struct ShapeProblem {
   const char* fix;
 };
 ShapeProblem store_shape_problem(Oid relid);
+
+// Why store has no recovery columns, and the ALTER TABLE that adds them
+// when it can (fix NULL: another column holds their place), palloc'd.
+ShapeProblem recovery_columns_problem(const Store& store);
 
 // Scan keys for (ns, key) on the primary key index, in the index's own
 // collations (ScanKeyInit's default, C, would miss rows of an index built

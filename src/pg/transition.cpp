@@ -1,7 +1,8 @@
 // transition.cpp: the terminal transitions of an in-progress record:
 // idem_commit, idem_fail_permanent (both kept for replay) and
-// idem_fail_transient (forgotten, so the next begin is fresh); and the one
-// that is not terminal, idem_extend_lease (a holder's heartbeat).
+// idem_fail_transient (forgotten, so the next begin is fresh); and the two
+// that are not terminal: idem_extend_lease (a holder's heartbeat) and
+// idem_record_point (a heartbeat that also records how far the work got).
 #include "postgres.hpp"  // first: PostgreSQL headers need postgres.h before them
 
 #include <algorithm>
@@ -72,15 +73,20 @@ const pg::StoreStatement forget_fence = {FORGET_IN_PROGRESS " AND fence OPERATOR
 // replay window moves with it (the claim's window, expires_at less
 // updated_at, from now): a record finished after its window had passed
 // would be purged at once, and its retry answered fresh.
-const pg::StoreStatement extend_fence = {
-    "UPDATE @store@ SET updated_at = pg_catalog.clock_timestamp(),"
-    " expires_at = GREATEST(expires_at,"
-    " pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (expires_at OPERATOR(pg_catalog.-) updated_at))"
-    " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
-    " AND status OPERATOR(pg_catalog.=) 'in_progress' AND fence OPERATOR(pg_catalog.=) $3"
-    " RETURNING updated_at",
-    3,
-    {TEXTOID, TEXTOID, INT8OID}};
+#define EXTEND_FENCE(SET_POINT)                                                                             \
+  "UPDATE @store@ SET updated_at = pg_catalog.clock_timestamp()," SET_POINT                                  \
+  " expires_at = GREATEST(expires_at,"                                                                       \
+  " pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (expires_at OPERATOR(pg_catalog.-) updated_at))"     \
+  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"                       \
+  " AND status OPERATOR(pg_catalog.=) 'in_progress' AND fence OPERATOR(pg_catalog.=) $3"                     \
+  " RETURNING updated_at"
+
+const pg::StoreStatement extend_fence = {EXTEND_FENCE(""), 3, {TEXTOID, TEXTOID, INT8OID}};
+
+// A recovery point: the heartbeat, recording the phase ($4) and its state
+// ($5) that a takeover of the claim answers.
+const pg::StoreStatement record_point_fence = {EXTEND_FENCE(" recovery_point = $4, recovery_state = $5,"), 5,
+                                               {TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID}};
 
 // Each transition's statement by the kind of proof given (pg::Claim::Kind).
 const pg::StoreStatement* const finish_by[] = {&finish_in_progress, &finish_attempt, &finish_fence};
@@ -351,41 +357,94 @@ void forget(FunctionCallInfo fcinfo, bool fence) {
   pg::count(pg::transient_failures);
 }
 
+// A recovery point's name (argno): not NULL, 1 to 255 characters, no
+// control characters, as a key is (it is shown to operators and logs).
+text* point_arg(FunctionCallInfo fcinfo, int argno) {
+  if (PG_ARGISNULL(argno))
+    throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency recovery point must not be null",
+                      "Name the phase the work has completed, such as 'charged'.");
+  text* point = PG_GETARG_TEXT_PP(argno);
+  const char* bytes = VARDATA_ANY(point);
+  const int length = VARSIZE_ANY_EXHDR(point);
+  bool control = false;
+  for (int i = 0; i < length; ++i)
+    control = control || static_cast<unsigned char>(bytes[i]) < 0x20 || bytes[i] == 0x7f;
+  const int characters = pg_mbstrlen_with_len(bytes, length);
+  if (characters == 0 || characters > 255 || control)
+    throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency recovery point",
+                      "A recovery point is 1 to 255 characters with no control characters; the one given has " +
+                          std::to_string(characters) + " characters" + (control ? ", some of them control" : "") +
+                          ".");
+  return point;
+}
+
 // Moves the lease of the caller's claim on: the in_progress record keeps its
-// fence and attempt, and its lease runs again from now. Returns the new end
-// of the lease.
-TimestampTz extend(FunctionCallInfo fcinfo) {
+// fence and attempt, and its lease runs again from now. With recording, it
+// records the recovery point (argument 3) and its state (argument 4, NULL
+// for none) too. Returns the new end of the lease.
+TimestampTz extend(FunctionCallInfo fcinfo, bool recording) {
+  const char* function = recording ? "idem_record_point" : "idem_extend_lease";
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
+  if (PG_ARGISNULL(2))
+    throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency fence must not be null",
+                      std::string(function) + " acts for the claim that drew the fence: pass the fence idem_begin "
+                      "answered with fresh.");
   const pg::Claim proof = proof_arg(fcinfo, 2, true);
+  text* point = recording ? point_arg(fcinfo, 3) : nullptr;
+  Jsonb* state = recording && !PG_ARGISNULL(4) ? PG_GETARG_JSONB_P(4) : nullptr;
   const pg::Policy policy = pg::authorize(ns);
-  pg::refuse_a_key_elsewhere(fcinfo, ns, policy.store, "idem_extend_lease cannot extend a lease in",
-                             "idem_create_entry_points makes no heartbeat yet: a claim there lives by its lease "
-                             "alone (docs/scale-out.md).");
-  pg::require_read_write(given_key, "idem_extend_lease", "extend the lease of");
+  pg::refuse_a_key_elsewhere(fcinfo, ns, policy.store,
+                             recording ? "idem_record_point cannot record a recovery point in"
+                                       : "idem_extend_lease cannot extend a lease in",
+                             "idem_create_entry_points makes no heartbeat nor recovery point yet: a claim there "
+                             "lives by its lease alone (docs/scale-out.md).");
+  if (state != nullptr) {
+    pg::check_payload_size(state, "recovery state", ns, policy);
+    pg::check_utf8(&state->root);
+  }
+  pg::require_read_write(given_key, function, recording ? "record a recovery point of" : "extend the lease of");
   if (policy.lease_us == 0)
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       "idempotency namespace \"" + pg::string_of(ns) + "\" has no in_progress_lease",
-                      "Without a lease a claim is held by its transaction and ends with it: there is no lease "
-                      "to extend.",
+                      recording ? "Without a lease a claim is held by its transaction and ends with it: a retry "
+                                  "never resumes it, so it has no recovery points."
+                                : "Without a lease a claim is held by its transaction and ends with it: there is no "
+                                  "lease to extend.",
                       "Give the namespace one with idem_namespace_configure(namespace, in_progress_lease => ...).");
   text* key = pg::stored_key(given_key, policy);
-  const pg::Store store =
-      pg::open_store(ns, policy.store, RowExclusiveLock, pg::Call{key, policy.hash_keys, "extend_lease"});
+  const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock,
+                                         pg::Call{key, policy.hash_keys, recording ? "record_point" : "extend_lease"});
+  if (recording && !store.recovers) {
+    const pg::ShapeProblem why = pg::recovery_columns_problem(store);
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      "the store of idempotency namespace \"" + pg::string_of(ns) + "\" cannot keep recovery points",
+                      why.problem != nullptr ? why.problem : "",
+                      why.fix != nullptr ? why.fix
+                                         : (store.own ? "Update the extension: ALTER EXTENSION idempotency UPDATE."
+                                                      : "Copy the rows into a table idem_create_store makes, and "
+                                                        "bind the namespace to it."));
+  }
   if (pg::held_claim(ns, key) != nullptr) {  // made before the namespace had a lease
     char label[32];
     pg::key_label(given_key, label);
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      std::string("cannot extend the lease of idempotency key ") + label +
-                          ": this transaction holds it by its lock",
+                      std::string(recording ? "cannot record a recovery point of idempotency key "
+                                            : "cannot extend the lease of idempotency key ") +
+                          label + ": this transaction holds it by its lock",
                       "The claim was made before namespace \"" + pg::string_of(ns) +
                           "\" had a lease: it is held by this transaction and ends with it.");
   }
-  const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), Int64GetDatum(proof.value)};
+  const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), Int64GetDatum(proof.value),
+                           PointerGetDatum(point), PointerGetDatum(state)};
   Datum claimed_at;
   bool none = true;
-  if (pg::execute(extend_fence, store, values, "   ", &claimed_at, &none) == 0 || none)
-    not_in_progress(store, ns, key, given_key, "extend the lease of", proof);
+  if (pg::execute(recording ? record_point_fence : extend_fence, store, values, state != nullptr ? "     " : "    n",
+                  &claimed_at, &none) == 0 ||
+      none)
+    not_in_progress(store, ns, key, given_key, recording ? "record a recovery point of" : "extend the lease of",
+                    proof);
+  if (recording) pg::count(pg::recovery_points);
   return DatumGetTimestampTz(claimed_at) + policy.lease_us;
 }
 
@@ -393,7 +452,11 @@ TimestampTz extend(FunctionCallInfo fcinfo) {
 
 // A holder's heartbeat (0.7.0): its claim under a lease is not taken over
 // while it keeps calling this within the lease.
-IDEM_FUNCTION(idem_extend_lease) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo)); }
+IDEM_FUNCTION(idem_extend_lease) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, false)); }
+
+// A holder's recovery point (0.8.0): how far its work got, which a begin
+// that takes the claim over answers, and a heartbeat too.
+IDEM_FUNCTION(idem_record_point) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, true)); }
 
 // The 0.5.0 entry points take a fence (bigint); the 0.2.0 to 0.4.1
 // definitions, which a schema not yet updated still has, take an attempt

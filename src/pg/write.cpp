@@ -29,7 +29,9 @@ namespace idem::pg {
 
 namespace {
 
-constexpr int natts = col_fence;
+// The most columns a directly written store has (store.cpp, direct_index):
+// the arrays below have a slot for each; a store of twelve uses the first.
+constexpr int natts = col_recovery_state;
 
 // Inserts the entry for the heap tuple at tid into index (whose one or two
 // columns are values[0..]); unique checks as INSERT makes them.
@@ -94,7 +96,7 @@ bool read_claim(Relation table, const Store& store, Snapshot snapshot, text* ns,
     // The new version is formed from these after the buffer is released:
     // copy what is not passed by value.
     const TupleDesc desc = RelationGetDescr(table);
-    for (int i = 0; i < natts; ++i) {
+    for (int i = 0; i < desc->natts; ++i) {
       nulls[i] = slot->tts_isnull[i];
       const Form_pg_attribute att = TupleDescAttr(desc, i);
       values[i] = nulls[i] ? 0 : datumCopy(slot->tts_values[i], att->attbyval, att->attlen);
@@ -187,6 +189,7 @@ int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, 
   const int64 fence = draw_fence();
   Datum values[natts] = {};
   bool nulls[natts] = {};
+  nulls[col_recovery_point - 1] = nulls[col_recovery_state - 1] = true;
   values[col_namespace - 1] = PointerGetDatum(ns);
   values[col_key_value - 1] = PointerGetDatum(key);
   values[col_status - 1] = CStringGetTextDatum("in_progress");
@@ -207,6 +210,7 @@ void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& h
                      Jsonb* payload, bool keep_request) {
   Datum values[natts] = {};
   bool nulls[natts] = {};
+  nulls[col_recovery_point - 1] = nulls[col_recovery_state - 1] = true;
   values[col_namespace - 1] = PointerGetDatum(ns);
   values[col_key_value - 1] = PointerGetDatum(key);
   values[col_status - 1] = CStringGetTextDatum(committing ? "committed" : "failed");
