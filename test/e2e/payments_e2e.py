@@ -103,9 +103,10 @@ def run(port):
     conflict = [a for a in answers if a[0] == 409]
     if conflict:
         s, h, b = conflict[0]
-        ok(b.get("code") == "IDEMPOTENCY_REQUEST_IN_PROGRESS" and h.get("Retry-After") == "1"
-           and h.get("Content-Type") == "application/problem+json",
-           "409 is a problem body IDEMPOTENCY_REQUEST_IN_PROGRESS with Retry-After", (h, b))
+        # Retry-After: the seconds until the first request's lease (30 s) ends.
+        ok(b.get("code") == "IDEMPOTENCY_REQUEST_IN_PROGRESS" and h.get("Retry-After", "").isdigit()
+           and 28 <= int(h["Retry-After"]) <= 30 and h.get("Content-Type") == "application/problem+json",
+           "409 is a problem body IDEMPOTENCY_REQUEST_IN_PROGRESS with Retry-After until the lease ends", (h, b))
     else:
         ok(False, "409 is a problem body IDEMPOTENCY_REQUEST_IN_PROGRESS with Retry-After", answers)
     s, h, b = post(port, pay, "key-race")

@@ -7,15 +7,27 @@ specifies the field, or bare) and a JSON body {"amount": 100, "currency":
 the method, the target and the body, so a key reused on another endpoint is
 a mismatch, never a replay of this one's result. Problems (400, 409, 422)
 name the service's documentation as their type and in a Link header.
-Each request runs in one database transaction: check the header
-(idem_http_key), begin the key (idem_begin), and either answer what the
-store already knows (idem_http_response: a replay with
-Idempotency-Replayed: true, 409 while the first request is in flight, 422
-for a key reused with another body), or do the work, write the payment row
-and record the response (idem_commit) before committing. A refused payment
-is recorded with idem_fail_permanent and replays as the same 422. A
-transient failure (the provider timed out) rolls everything back and
-answers 503, so the retry starts fresh.
+The payment provider is called over the network, so a request cannot be
+one database transaction: it is the recovery-point recipe of docs/usage.md
+(Stripe's atomic phases), in a namespace with an in_progress_lease.
+  1. Claim (a transaction): check the header (idem_http_key), begin the
+     key (idem_begin), and either answer what the store already knows
+     (idem_http_response: a replay with Idempotency-Replayed: true, 409
+     with Retry-After until the holder's lease ends, 422 for a key reused
+     with another body), or commit the claim. A refused payment is
+     recorded with idem_fail_permanent and replays as the same 422.
+  2. Charge (no transaction): call the provider with the key as its
+     idempotency key. A timeout forgets the claim (idem_fail_transient)
+     and answers 503, so the retry starts fresh.
+  3. Record the charge (a transaction): idem_record_point(..., 'charged',
+     {"charge_id": ...}) with the claim's fence.
+  4. Finish (a transaction): write the payment row and record the response
+     (idem_commit, fenced) together.
+If the process dies between phases, the claim's lease runs out and the
+client's retry takes it over: idem_begin answers fresh with takeover true
+and the last recovery point. After 'charged' the retry skips the provider
+and uses the recorded charge id; before it, it calls the provider again
+with the same key, which the provider answers with the charge it made.
 
 Only the Python standard library and psycopg 3 (Debian: python3-psycopg).
 Run it with a libpq connection string for a database where the extension
@@ -25,29 +37,44 @@ can be created:
     curl -i -X POST localhost:8080/payments -H 'Idempotency-Key: 7d1c-44a0' \
          -d '{"amount": 100, "currency": "EUR", "customer": "c-42"}'
 
-PAYMENTS_PROVIDER_DELAY_MS makes the simulated payment provider slow, and
+PAYMENTS_PROVIDER_URL names a provider that answers POST /charges (with an
+Idempotency-Key header) with {"charge_id": ...}; without it a simulated
+provider runs in the process: PAYMENTS_PROVIDER_DELAY_MS makes it slow, and
 the customer "c-flaky" times out once per key, to show the in-flight and
-transient paths. A real service would use a connection pool."""
+transient paths. PAYMENTS_LEASE is the claim's lease (default 30 seconds).
+PAYMENTS_CRASH_AFTER=<step> kills the process (SIGKILL) when it reaches
+that step, for the test that resumes after every phase
+(test/e2e/recovery_e2e.py): claimed, called, recording, charged,
+finishing, committed. A real service would use a connection pool."""
 import argparse
+import hashlib
 import http.server
 import json
 import os
+import signal
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import psycopg
+import psycopg.errors
 from psycopg.types.json import Jsonb
 
 NAMESPACE = "payments"
 DOCS = "https://example.com/docs/idempotency"
 DSN = os.environ.get("PAYMENTS_DSN", "")
 PROVIDER_DELAY = float(os.environ.get("PAYMENTS_PROVIDER_DELAY_MS", "0")) / 1000.0
+PROVIDER_URL = os.environ.get("PAYMENTS_PROVIDER_URL")
+LEASE = os.environ.get("PAYMENTS_LEASE", "30 seconds")
+CRASH_AFTER = os.environ.get("PAYMENTS_CRASH_AFTER")
 
 SCHEMA = """
 CREATE EXTENSION IF NOT EXISTS idempotency;
 CREATE TABLE IF NOT EXISTS payments (
     id              bigserial PRIMARY KEY,
     idempotency_key text NOT NULL UNIQUE,
+    charge_id       text NOT NULL,
     amount          numeric NOT NULL,
     currency        text NOT NULL,
     customer        text NOT NULL,
@@ -64,15 +91,31 @@ class ProviderTimeout(Exception):
     """A transient failure: nothing was charged, the client may retry."""
 
 
+def crash_point(step):
+    """Dies here, as a crash would, when PAYMENTS_CRASH_AFTER names step."""
+    if CRASH_AFTER == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def charge(key, request):
-    """The simulated payment provider: slow if asked, and it times out once
-    per key for the customer c-flaky."""
-    time.sleep(PROVIDER_DELAY)
+    """Charges the payment at the provider with key as the provider's
+    idempotency key, so that calling again for one key charges once; returns
+    the charge id. Raises ProviderTimeout when nothing was charged."""
+    if PROVIDER_URL:
+        call = urllib.request.Request(PROVIDER_URL + "/charges", data=json.dumps(request).encode(), method="POST",
+                                      headers={"Content-Type": "application/json", "Idempotency-Key": key})
+        try:
+            with urllib.request.urlopen(call, timeout=10) as r:
+                return json.loads(r.read())["charge_id"]
+        except (urllib.error.URLError, TimeoutError) as e:
+            raise ProviderTimeout() from e
+    time.sleep(PROVIDER_DELAY)          # the simulated provider
     if request.get("customer") == "c-flaky":
         with _timed_out_lock:
             if key not in _timed_out:
                 _timed_out.add(key)
                 raise ProviderTimeout()
+    return "ch_" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def refusal(request):
@@ -86,7 +129,8 @@ def refusal(request):
 
 
 def create_payment(conn, header, raw_body):
-    """POST /payments in one transaction; returns (status, headers, body)."""
+    """POST /payments in the recipe's phases; returns (status, headers, body)."""
+    # 1. Claim: a transaction that commits the claim (or answers from the store).
     with conn.transaction():
         key, status, headers, body = conn.execute(
             "SELECT key, status, headers, body FROM idempotency.idem_http_key(%s, %s, %s)",
@@ -102,8 +146,8 @@ def create_payment(conn, header, raw_body):
                                    ("The body must be a JSON object.",)).fetchone()[0]
             return 400, {"Content-Type": "application/problem+json"}, problem
         fingerprinted = {"method": "POST", "target": "/payments", "body": request}
-        kind, fence, status, headers, body = conn.execute(
-            """SELECT o.kind::text, o.fence, r.status, r.headers, r.body
+        kind, fence, point, state, status, headers, body = conn.execute(
+            """SELECT o.kind::text, o.fence, o.recovery_point, o.recovery_state, r.status, r.headers, r.body
                FROM idempotency.idem_begin(%s, %s, %s) o
                LEFT JOIN LATERAL idempotency.idem_http_response(CASE WHEN o.kind <> 'fresh' THEN o END, 1, %s) r
                ON true""",
@@ -117,15 +161,40 @@ def create_payment(conn, header, raw_body):
             body = conn.execute("SELECT idempotency.idem_http_problem(422, %s, %s)",
                                 (error["class_tag"], error["message"])).fetchone()[0]
             return 422, {"Content-Type": "application/problem+json"}, body
-        charge(key, request)                                  # may raise ProviderTimeout: all rolled back
+    crash_point("claimed")
+    # 2. Charge, unless an earlier attempt (taken over: this one's
+    # recovery_point) recorded the charge already.
+    if point == "charged":
+        charge_id = state["charge_id"]
+    else:
+        try:
+            charge_id = charge(key, request)
+        except ProviderTimeout:
+            # The provider answers a call again with the same key with the
+            # charge it made, if it made one: a retry may start over.
+            with conn.transaction():
+                conn.execute("SELECT idempotency.idem_fail_transient(%s, %s, %s)", (NAMESPACE, key, fence))
+            raise
+        crash_point("called")
+        # 3. Record the charge with the claim's fence.
+        with conn.transaction():
+            conn.execute("SELECT idempotency.idem_record_point(%s, %s, %s, 'charged', %s)",
+                         (NAMESPACE, key, fence, Jsonb({"charge_id": charge_id})))
+            crash_point("recording")
+        crash_point("charged")
+    # 4. Finish: the payment row and the recorded response commit together.
+    with conn.transaction():
         payment_id = conn.execute(
-            "INSERT INTO payments (idempotency_key, amount, currency, customer) VALUES (%s, %s, %s, %s) RETURNING id",
-            (key, request["amount"], request["currency"], request["customer"])).fetchone()[0]
+            """INSERT INTO payments (idempotency_key, charge_id, amount, currency, customer)
+               VALUES (%s, %s, %s, %s, %s) RETURNING id""",
+            (key, charge_id, request["amount"], request["currency"], request["customer"])).fetchone()[0]
         response = {"status": 201, "headers": {"Location": f"/payments/{payment_id}"},
-                    "body": {"payment_id": payment_id, "amount": request["amount"],
+                    "body": {"payment_id": payment_id, "charge_id": charge_id, "amount": request["amount"],
                              "currency": request["currency"], "status": "captured"}}
         conn.execute("SELECT idempotency.idem_commit(%s, %s, %s, %s)", (NAMESPACE, key, Jsonb(response), fence))
-        return 201, response["headers"], response["body"]
+        crash_point("finishing")
+    crash_point("committed")
+    return 201, response["headers"], response["body"]
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -136,8 +205,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.reply(404, {}, {"type": "about:blank", "title": "Not Found", "status": 404})
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         try:
-            with psycopg.connect(DSN) as conn:
+            with psycopg.connect(DSN, autocommit=True) as conn:   # each phase its own transaction
                 status, headers, body = create_payment(conn, self.headers.get("Idempotency-Key"), raw)
+        except psycopg.errors.ObjectNotInPrerequisiteState:
+            # Too slow: the lease ran out and a retry took the claim over
+            # (this attempt's fence was refused, nothing of it committed).
+            status, headers, body = 409, {"Content-Type": "application/problem+json", "Retry-After": "1"}, {
+                "type": "about:blank", "title": "Conflict", "status": 409,
+                "detail": "Another attempt took this request over; retry with the same key."}
         except ProviderTimeout:
             status, headers, body = 503, {"Content-Type": "application/problem+json", "Retry-After": "1"}, {
                 "type": "about:blank", "title": "Service Unavailable", "status": 503,
@@ -165,6 +240,9 @@ def main():
     args = parser.parse_args()
     with psycopg.connect(DSN, autocommit=True) as conn:
         conn.execute(SCHEMA)
+        # A claim outlives its transaction for LEASE; then a retry takes it over.
+        conn.execute("SELECT idempotency.idem_namespace_configure(%s, in_progress_lease => %s::interval)",
+                     (NAMESPACE, LEASE))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     print(f"payments service listening on 127.0.0.1:{args.port}", flush=True)
     server.serve_forever()
