@@ -205,10 +205,11 @@ suite_perl_tap() {
   prove_tree "$1/perl" "$REPO/test/t" "${@:2}"
 }
 
-# The commits at which releases 0.5.0 and 0.6.0 landed (as CI passed them):
+# The commits at which releases 0.5.0, 0.6.0 and 0.7.0 landed (as CI passed them):
 # 013_mixed_libraries.pl runs each one's library beside this build's in one
 # server.
-OLD_RELEASES=(0.5.0:7e6f60d526f83bf1181f72da45d82061cffff32d 0.6.0:68c12c420912b97996d5de5583f892795bdd9422)
+OLD_RELEASES=(0.5.0:7e6f60d526f83bf1181f72da45d82061cffff32d 0.6.0:68c12c420912b97996d5de5583f892795bdd9422
+              0.7.0:5d81d61480b5a748d13f111c770bf2a3bed3aaba)
 
 # old_release DIR: builds those releases from the git history into
 # DIR/VERSION and exports IDEM_OLD_RELEASES ("VERSION:DIR ..."); without the

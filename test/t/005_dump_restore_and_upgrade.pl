@@ -161,9 +161,9 @@ is($node->safe_psql('v010', q{
 	SELECT o.kind || ' ' || o.result FROM idempotency.idem_begin('n', 'k', '{"a": 1}') o;}),
 	"fresh\n\nprior_result {\"ok\": true}", 'the store the update created records and replays');
 
-# 0.2.0, 0.3.0, 0.4.0, 0.4.1, 0.5.0 and 0.6.0: the same population, the update,
+# 0.2.0, 0.3.0, 0.4.0, 0.4.1, 0.5.0, 0.6.0 and 0.7.0: the same population, the update,
 # then every row checked.
-for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0')
+for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0', '0.7.0')
 {
 	(my $db = "v$version") =~ s/\.//g;
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
@@ -267,6 +267,23 @@ for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0')
 		SELECT o.kind || ' ' || o.attempt || ' ' || (o.fence > 4294967295) FROM idempotency.idem_begin('orders', 'o-new', '{}') o;
 		ROLLBACK;}),
 		"fresh 1 true\nfresh 1 true", "$version: the forgotten key and a new key are fresh, with fences");
+	# 0.8.0's recovery columns: NULL on every record the update carried; an
+	# abandoned record is taken over as a takeover, and its new holder records
+	# a recovery point.
+	is($node->safe_psql($db, q{
+		SELECT count(*) FILTER (WHERE recovery_point IS NULL AND recovery_state IS NULL) || ' of ' || count(*)
+		FROM idempotency.idempotency_record}),
+		(307 + $legacy) . ' of ' . (307 + $legacy), "$version: no record has a recovery point after the update");
+	is($node->safe_psql($db, q{
+		SELECT namespace FROM idempotency.idem_namespace_configure('refunds-v2', in_progress_lease => '1 hour');
+		UPDATE idempotency.idempotency_record SET updated_at = now() - interval '2 hours'
+		WHERE namespace = 'refunds-v2' AND key_value = 'r-2';
+		BEGIN;
+		SELECT o.kind || ' ' || o.attempt || ' ' || o.takeover || ' ' || (o.recovery_point IS NULL) || ' '
+		       || (idempotency.idem_record_point('refunds-v2', 'r-2', o.fence, 'refunded', '{"id": 1}') > now())
+		FROM idempotency.idem_begin('refunds-v2', 'r-2', '{"refund": 2}') o;
+		ROLLBACK;}),
+		"refunds-v2\nfresh 2 true true true", "$version: an abandoned record is taken over as one, and takes a point");
 
 	if ($version eq '0.3.0')
 	{
