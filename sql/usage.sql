@@ -225,12 +225,57 @@ SELECT idempotency.idem_commit('exports', 'exp-7', '{"url": "/exports/7.pdf"}', 
 FROM export_attempts WHERE attempt = 2;
 SELECT kind, result FROM idempotency.idem_begin('exports', 'exp-7', '{"report": "q3"}');
 
+-- (A 1-second lease so that this example runs quickly; a minute or more in real life.)
+SELECT in_progress_lease FROM idempotency.idem_namespace_configure('rides', in_progress_lease => '1 second');
+
+-- The service's own tables: the rides, and (standing in for the payment
+-- provider, which is called over the network) the charges it made, one per
+-- idempotency key as a provider deduplicates them.
+CREATE TABLE rides (ride_key text PRIMARY KEY, charge_id text NOT NULL);
+CREATE TABLE provider_charges (idempotency_key text PRIMARY KEY, charge_id text NOT NULL);
+CREATE TABLE ride_attempts (attempt integer, fence bigint, takeover boolean, recovery_point text, recovery_state jsonb);
+
+-- Phase 1, a transaction: claim the key and commit the claim.
+INSERT INTO ride_attempts
+SELECT attempt, fence, takeover, recovery_point, recovery_state
+FROM idempotency.idem_begin('rides', 'ride-42', '{"from": "A", "to": "B"}') WHERE kind = 'fresh';
+
+-- Phase 2, no transaction of ours: charge the card at the provider with the
+-- key as the provider's idempotency key.
+INSERT INTO provider_charges VALUES ('ride-42', 'ch_001') ON CONFLICT DO NOTHING;
+
+-- Phase 3, a transaction: record the charge with the claim's fence.
+SELECT idempotency.idem_record_point('rides', 'ride-42', fence, 'charged', '{"charge_id": "ch_001"}') > now() AS recorded
+FROM ride_attempts WHERE attempt = 1;
+
+-- ... and the process dies before phase 4. A retry that comes while its
+-- lease runs is in flight, and told when the lease ends:
+SELECT status, headers->>'Retry-After' AS retry_after
+FROM idempotency.idem_http_response(idempotency.idem_begin('rides', 'ride-42', '{"from": "A", "to": "B"}'));
+-- Past the lease the retry takes the claim over, and is told so, with the
+-- last recovery point and its state: the card was charged as ch_001.
+SELECT pg_sleep(1.1);
+INSERT INTO ride_attempts
+SELECT attempt, fence, takeover, recovery_point, recovery_state
+FROM idempotency.idem_begin('rides', 'ride-42', '{"from": "A", "to": "B"}') WHERE kind = 'fresh';
+SELECT attempt, takeover, recovery_point, recovery_state FROM ride_attempts ORDER BY attempt;
+
+-- The new attempt resumes after 'charged': no second call to the provider.
+-- Phase 4, a transaction: the ride and the recorded result together, fenced.
+BEGIN;
+INSERT INTO rides SELECT 'ride-42', recovery_state->>'charge_id' FROM ride_attempts WHERE attempt = 2;
+SELECT idempotency.idem_commit('rides', 'ride-42', '{"ride": "ride-42", "charge_id": "ch_001"}', fence)
+FROM ride_attempts WHERE attempt = 2;
+COMMIT;
+SELECT (SELECT count(*) FROM provider_charges) AS charges, (SELECT count(*) FROM rides) AS rides;
+SELECT kind, result FROM idempotency.idem_begin('rides', 'ride-42', '{"from": "A", "to": "B"}');
+
 -- (Not part of the recipe: clean up what it created.)
-DELETE FROM idempotency.idempotency_record WHERE namespace IN ('signups', 'exports');
-SELECT idempotency.idem_namespace_drop(n) FROM unnest(ARRAY['signups', 'exports']) n;
+DELETE FROM idempotency.idempotency_record WHERE namespace IN ('signups', 'exports', 'rides');
+SELECT idempotency.idem_namespace_drop(n) FROM unnest(ARRAY['signups', 'exports', 'rides']) n;
 DROP OWNED BY signup_app;
 DROP ROLE signup_app;
-DROP TABLE export_attempts;
+DROP TABLE export_attempts, rides, provider_charges, ride_attempts;
 
 -- What the pg_cron recipe schedules; scheduling itself runs in test/t/003_pg_cron.pl.
 CALL idempotency.idem_purge_batches(10000);
