@@ -49,9 +49,9 @@ COMMENT ON FUNCTION idem_record_point(text, text, bigint, text, jsonb) IS
 -- and body b; any other result replays as 200 with the result as the body.
 -- A replayed error is 422 with a problem body: its class_tag as the code,
 -- its message as the detail. Every replay adds Idempotency-Replayed: true.
--- in_flight is 409 with Retry-After: the seconds until the holder's lease
--- ends (rounded up, at least 1) when the outcome says when that is, else
--- retry_after; mismatch is 422 and never carries the
+-- in_flight is 409 with Retry-After: the seconds from now (the clock:
+-- VOLATILE) until the holder's claim may be taken over (rounded up, at
+-- least 1) when the outcome says when that is, else retry_after; mismatch is 422 and never carries the
 -- recorded request, which may be another client's; both are of type
 -- docs_uri, with a Link header, when it is given. A fresh outcome has no
 -- response yet: that is an error.
@@ -59,7 +59,7 @@ CREATE OR REPLACE FUNCTION idem_http_response(outcome @extschema@.idem_outcome, 
                                    docs_uri text DEFAULT NULL,
                                    OUT status integer, OUT headers jsonb, OUT body jsonb)
 RETURNS record
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -100,7 +100,7 @@ BEGIN
             docs_uri);
         headers := problem || jsonb_build_object('Retry-After', CASE
             WHEN outcome.lease_ends_at IS NULL THEN retry_after::text
-            ELSE greatest(1, ceil(extract(epoch FROM outcome.lease_ends_at - statement_timestamp())))::bigint::text
+            ELSE greatest(1, ceil(extract(epoch FROM outcome.lease_ends_at - clock_timestamp())))::bigint::text
             END);
     WHEN 'mismatch' THEN
         status := 422;
@@ -270,6 +270,28 @@ BEGIN
     END LOOP;
 END;
 $defaults$;
+
+-- idem_stats calls idem_stats_recovery as the role that reads the view: a
+-- role granted EXECUTE on the functions behind it (idem_stats_counters),
+-- rather than through pg_monitor, gets EXECUTE on the new one too, so that
+-- it still reads idem_stats (an ordinary grant, kept by pg_dump).
+DO $stats_readers$
+DECLARE
+    x record;
+BEGIN
+    FOR x IN
+        SELECT DISTINCT r.rolname
+        FROM pg_catalog.pg_proc p
+        CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+        JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE p.oid = '@extschema@.idem_stats_counters()'::pg_catalog.regprocedure
+          AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+          AND a.grantee <> 'pg_monitor'::pg_catalog.regrole
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.idem_stats_recovery() TO %I', x.rolname);
+    END LOOP;
+END;
+$stats_readers$;
 
 -- What this script granted or revoked stays out of pg_init_privs but for
 -- the owner's, PUBLIC's and pg_monitor's entries (docs/internals.md).

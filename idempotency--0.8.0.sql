@@ -811,9 +811,9 @@ COMMENT ON FUNCTION idem_http_key(text, text, text) IS
 -- and body b; any other result replays as 200 with the result as the body.
 -- A replayed error is 422 with a problem body: its class_tag as the code,
 -- its message as the detail. Every replay adds Idempotency-Replayed: true.
--- in_flight is 409 with Retry-After: the seconds until the holder's lease
--- ends (rounded up, at least 1) when the outcome says when that is, else
--- retry_after; mismatch is 422 and never carries the
+-- in_flight is 409 with Retry-After: the seconds from now (the clock:
+-- VOLATILE) until the holder's claim may be taken over (rounded up, at
+-- least 1) when the outcome says when that is, else retry_after; mismatch is 422 and never carries the
 -- recorded request, which may be another client's; both are of type
 -- docs_uri, with a Link header, when it is given. A fresh outcome has no
 -- response yet: that is an error.
@@ -821,7 +821,7 @@ CREATE FUNCTION idem_http_response(outcome @extschema@.idem_outcome, retry_after
                                    docs_uri text DEFAULT NULL,
                                    OUT status integer, OUT headers jsonb, OUT body jsonb)
 RETURNS record
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -862,7 +862,7 @@ BEGIN
             docs_uri);
         headers := problem || jsonb_build_object('Retry-After', CASE
             WHEN outcome.lease_ends_at IS NULL THEN retry_after::text
-            ELSE greatest(1, ceil(extract(epoch FROM outcome.lease_ends_at - statement_timestamp())))::bigint::text
+            ELSE greatest(1, ceil(extract(epoch FROM outcome.lease_ends_at - clock_timestamp())))::bigint::text
             END);
     WHEN 'mismatch' THEN
         status := 422;

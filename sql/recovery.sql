@@ -51,6 +51,20 @@ SELECT fence AS rp_fence3 FROM idem_begin('rp', 'pay-2', '{"amount": 5}') \gset
 UPDATE idempotency_record SET updated_at = now() - interval '2 hours' WHERE namespace = 'rp' AND key_value = 'pay-2';
 SELECT kind, attempt, takeover, recovery_point IS NULL AS no_point, recovery_state IS NULL AS no_state
 FROM idem_begin('rp', 'pay-2', '{"amount": 5}');
+-- The direct path too: a record with a point is kept; one without is
+-- forgotten.
+SELECT fence AS rp_fence7 FROM idem_begin('rp', 'pay-7', '{"amount": 7}') \gset
+SELECT idem_fail_transient('rp', 'pay-7', :rp_fence7);
+SELECT count(*) AS forgotten FROM idempotency_record WHERE key_value = 'pay-7';
+SELECT fence AS rp_fence5 FROM idem_begin('rp', 'pay-5', '{"amount": 5}') \gset
+SELECT idem_record_point('rp', 'pay-5', :rp_fence5, 'charged', '{"charge_id": "ch_5"}') > now() AS recorded;
+SELECT idem_fail_transient('rp', 'pay-5', :rp_fence5);
+BEGIN;
+SELECT kind, takeover FROM idem_begin('rp', 'pay-6', '{"amount": 6}');
+SELECT idem_record_point('rp', 'pay-6', fence, 'charged') > now() AS recorded FROM idempotency_record WHERE key_value = 'pay-6';
+SELECT idem_fail_transient('rp', 'pay-6');
+ROLLBACK;
+SELECT recovery_point FROM idempotency_record WHERE key_value = 'pay-5';
 -- Bad arguments change nothing: NULL and blank points, control
 -- characters, a point too long, a NULL or bad fence, NULL namespace or key.
 SELECT fence AS rp_fence4 FROM idempotency_record WHERE namespace = 'rp' AND key_value = 'pay-2' \gset
@@ -85,6 +99,17 @@ FROM idem_http_response(ROW('in_flight', NULL, NULL, NULL, NULL, NULL, NULL, NUL
 -- A lease end already passed answers 1, never 0 or less.
 SELECT headers->>'Retry-After' AS retry_after
 FROM idem_http_response(ROW('in_flight', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, now() - interval '1 minute', NULL, NULL, NULL)::idem_outcome);
+-- Retry-After counts from the clock when the response is made, not from
+-- the statement's start (a handler that waited first).
+CREATE FUNCTION pg_temp.late_response() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    o idem_outcome := jsonb_populate_record(NULL::idem_outcome,
+        jsonb_build_object('kind', 'in_flight', 'lease_ends_at', clock_timestamp() + interval '10 seconds'));
+BEGIN
+    PERFORM pg_sleep(2);
+    RETURN (SELECT headers->>'Retry-After' FROM idem_http_response(o));
+END $$;
+SELECT pg_temp.late_response() AS retry_after;
 -- A lease end 90.2 s away answers 91.
 SELECT headers->>'Retry-After' AS retry_after
 FROM idem_http_response(ROW('in_flight', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, statement_timestamp() + interval '90.2 seconds', NULL, NULL, NULL)::idem_outcome);
@@ -102,11 +127,30 @@ SELECT fence AS old_fence FROM idem_begin('rp-old', 'pay-3', '{"amount": 3}') \g
 SELECT idem_record_point('rp-old', 'pay-3', :old_fence, 'charged');
 UPDATE public.rp_old SET updated_at = now() - interval '2 hours';
 SELECT kind, attempt, takeover, recovery_point FROM idem_begin('rp-old', 'pay-3', '{"amount": 3}');
-ALTER TABLE public.rp_old ADD COLUMN recovery_point text, ADD COLUMN recovery_state jsonb;
+-- Half the columns: the hint adds the other.
+ALTER TABLE public.rp_old ADD COLUMN recovery_point text;
 SELECT fence AS old_fence FROM public.rp_old WHERE key_value = 'pay-3' \gset
+SELECT idem_record_point('rp-old', 'pay-3', :old_fence, 'charged');
+ALTER TABLE public.rp_old ADD COLUMN recovery_state jsonb;
 SELECT idem_record_point('rp-old', 'pay-3', :old_fence, 'charged', '{"charge_id": "ch_3"}') > now() AS recorded;
 UPDATE public.rp_old SET updated_at = now() - interval '2 hours';
 SELECT kind, attempt, takeover, recovery_point, recovery_state FROM idem_begin('rp-old', 'pay-3', '{"amount": 3}');
+-- A record with a recovery point is not forgotten (idem_fail_transient):
+-- its work had effects a retry must resume after. Written through SQL here
+-- (the store has a column default an operator added, and another index):
+-- a first claim still has no point, whatever the default.
+ALTER TABLE public.rp_old ALTER COLUMN recovery_point SET DEFAULT 'charged';
+CREATE INDEX ON public.rp_old (created_at);
+SELECT fence AS old_fence FROM public.rp_old WHERE key_value = 'pay-3' \gset
+SELECT idem_fail_transient('rp-old', 'pay-3', :old_fence);
+SELECT fence AS sql_fence, recovery_point IS NULL AS no_point FROM idem_begin('rp-old', 'pay-4', '{"amount": 4}') \gset
+SELECT :'no_point' AS no_point, recovery_point IS NULL AS none_stored FROM public.rp_old WHERE key_value = 'pay-4';
+UPDATE public.rp_old SET updated_at = now() - interval '2 hours' WHERE key_value = 'pay-4';
+SELECT kind, takeover, recovery_point IS NULL AS no_point FROM idem_begin('rp-old', 'pay-4', '{"amount": 4}');
+SELECT fence AS sql_fence FROM public.rp_old WHERE key_value = 'pay-4' \gset
+SELECT idem_fail_transient('rp-old', 'pay-4', :sql_fence);
+SELECT count(*) AS forgotten FROM public.rp_old WHERE key_value = 'pay-4';
+ALTER TABLE public.rp_old ALTER COLUMN recovery_point DROP DEFAULT;
 -- Columns in the recovery columns' places that are not they: no fix but a
 -- new table.
 ALTER TABLE public.rp_old DROP COLUMN recovery_state, ADD COLUMN note text;

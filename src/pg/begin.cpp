@@ -140,17 +140,18 @@ Outcome fresh_outcome(Datum submitted_hash, int32 attempt, Datum fence, bool fen
 }
 
 // in_flight, with how long ago the holder claimed the key (or took the
-// record over, or last extended its lease), when that is known, and then
-// in a namespace with a lease, when the holder's lease ends: from then a
-// begin takes the record over.
+// record over, or last extended its lease), when that is known, and, for a
+// claim another transaction committed, when a begin may take it over (its
+// lease's end; without a lease, its window's): while the holder's
+// transaction runs no begin takes it over, so then it is NULL.
 Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p, TimestampTz now, const pg::Policy& policy) {
   Outcome o = outcome(in_flight, submitted_hash);
   if (!p.began_known) return o;
   auto* age = static_cast<Interval*>(palloc0(sizeof(Interval)));
   age->time = std::max<int64>(0, now - p.updated_at);
   o.values[f_age] = IntervalPGetDatum(age), o.nulls[f_age] = false;
-  if (policy.lease_us > 0)
-    o.values[f_lease_ends_at] = TimestampTzGetDatum(p.updated_at + policy.lease_us), o.nulls[f_lease_ends_at] = false;
+  if (p.found == pg::Found::row && !p.own)
+    o.values[f_lease_ends_at] = TimestampTzGetDatum(pg::takeover_from(p, policy)), o.nulls[f_lease_ends_at] = false;
   return o;
 }
 
@@ -250,6 +251,15 @@ const pg::StoreStatement insert_in_progress = {INSERT_IN_PROGRESS("", ""),
 
 const pg::StoreStatement insert_fenced = {
     INSERT_IN_PROGRESS(", result_payload, error_payload, attempt, fence", ", NULL, NULL, 1, $7"),
+    7,
+    {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID, INT8OID}};
+
+// The same for a store with the recovery columns: a first claim has no
+// recovery point, whatever default an operator gave them (a takeover would
+// answer it as one an earlier attempt recorded).
+const pg::StoreStatement insert_recovering = {
+    INSERT_IN_PROGRESS(", result_payload, error_payload, attempt, fence, recovery_point, recovery_state",
+                       ", NULL, NULL, 1, $7, NULL, NULL"),
     7,
     {TEXTOID, TEXTOID, BYTEAOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID, INT8OID}};
 
@@ -529,7 +539,8 @@ Datum begin(FunctionCallInfo fcinfo) {
         const Datum values[7] = {PointerGetDatum(ns),      PointerGetDatum(key),       submitted,
                                  PointerGetDatum(request), IntervalPGetDatum(window), TimestampTzGetDatum(now),
                                  fence};
-        pg::execute(fenced ? insert_fenced : insert_in_progress, store, values,
+        pg::execute(fenced && store.recovers ? insert_recovering : fenced ? insert_fenced : insert_in_progress, store,
+                    values,
                     policy.store_request ? "       " : "   n   ");
       }
       const bool fence_null = !store.direct && !fenced;

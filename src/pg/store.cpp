@@ -429,6 +429,9 @@ ShapeProblem recovery_columns_problem(const Store& store) {
     problem.fix = psprintf("Add them: ALTER TABLE %s ADD COLUMN recovery_point text, ADD COLUMN recovery_state "
                            "jsonb;",
                            name);
+  } else if (desc->natts == col_recovery_point && column_is(desc, col_recovery_point - 1)) {
+    problem.problem = psprintf("%s has a recovery_point column but no recovery_state column.", name);
+    problem.fix = psprintf("Add it: ALTER TABLE %s ADD COLUMN recovery_state jsonb;", name);
   } else if (!has_recovery_columns(desc)) {
     problem.problem = psprintf("Columns 13 and 14 of %s must be recovery_point text and recovery_state jsonb "
                                "(nullable); other columns hold their places.",

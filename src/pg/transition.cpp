@@ -88,9 +88,46 @@ const pg::StoreStatement extend_fence = {EXTEND_FENCE(""), 3, {TEXTOID, TEXTOID,
 const pg::StoreStatement record_point_fence = {EXTEND_FENCE(" recovery_point = $4, recovery_state = $5,"), 5,
                                                {TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID}};
 
+// Forgetting in a store with the recovery columns: never a record with a
+// recovery point, whose work has had effects a retry must resume after.
+#define WITHOUT_POINT " AND recovery_point IS NULL"
+const pg::StoreStatement forget_in_progress_pointless = {FORGET_IN_PROGRESS WITHOUT_POINT, 2, {TEXTOID, TEXTOID}};
+const pg::StoreStatement forget_attempt_pointless = {FORGET_IN_PROGRESS WITHOUT_POINT
+                                                     " AND attempt OPERATOR(pg_catalog.=) $3",
+                                                     3,
+                                                     {TEXTOID, TEXTOID, INT4OID}};
+const pg::StoreStatement forget_fence_pointless = {FORGET_IN_PROGRESS WITHOUT_POINT
+                                                   " AND fence OPERATOR(pg_catalog.=) $3",
+                                                   3,
+                                                   {TEXTOID, TEXTOID, INT8OID}};
+// The recovery point of the key's in_progress record that the proof names,
+// when forgetting it matched nothing.
+#define POINT_OF_IN_PROGRESS SELECT_RECORD("recovery_point") " AND status OPERATOR(pg_catalog.=) 'in_progress'"
+const pg::StoreStatement point_in_progress = {POINT_OF_IN_PROGRESS, 2, {TEXTOID, TEXTOID}};
+const pg::StoreStatement point_attempt = {POINT_OF_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $3", 3,
+                                          {TEXTOID, TEXTOID, INT4OID}};
+const pg::StoreStatement point_fence = {POINT_OF_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $3", 3,
+                                        {TEXTOID, TEXTOID, INT8OID}};
+
 // Each transition's statement by the kind of proof given (pg::Claim::Kind).
 const pg::StoreStatement* const finish_by[] = {&finish_in_progress, &finish_attempt, &finish_fence};
 const pg::StoreStatement* const forget_by[] = {&forget_in_progress, &forget_attempt, &forget_fence};
+const pg::StoreStatement* const forget_pointless_by[] = {&forget_in_progress_pointless, &forget_attempt_pointless,
+                                                         &forget_fence_pointless};
+const pg::StoreStatement* const point_by[] = {&point_in_progress, &point_attempt, &point_fence};
+
+// Raises 55000 for idem_fail_transient on a record with recovery point point.
+[[noreturn]] void refuse_forgetting_a_point(const text* given_key, const char* point) {
+  char label[32];
+  pg::key_label(given_key, label);
+  throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                    std::string("cannot forget idempotency key ") + label + ": it has a recovery point",
+                    std::string("Its holder recorded the recovery point \"") + point +
+                        "\": the work has had effects that a retry must resume after, and forgetting the record "
+                        "would lose them (the retry would start over).",
+                    "Roll back instead and leave the claim to its lease: a retry takes it over and resumes from "
+                    "the point. Or finish it with idem_commit or idem_fail_permanent.");
+}
 
 // Why nothing matched: the record as the transaction's snapshot sees it,
 // and as the latest snapshot does (they differ when another transaction
@@ -348,10 +385,23 @@ void forget(FunctionCallInfo fcinfo, bool fence) {
     pg::count(pg::transient_failures);
     return;
   }
-  const uint64 done = store.direct ? pg::forget_claim(store, ns, key, proof)
-                      : proof.kind == pg::Claim::none && !pg::claimed_here(store, ns, key)
-                          ? 0
-                          : pg::execute(*forget_by[proof.kind], store, values, "   ");
+  bool has_point = false;             // the direct path saw the claim's point
+  bool named = proof.kind != pg::Claim::none;  // the claim is the proof's, or this transaction's own
+  uint64 done = 0;
+  if (store.direct) {
+    done = pg::forget_claim(store, ns, key, proof, &has_point);
+  } else if (named || pg::claimed_here(store, ns, key)) {
+    named = true;
+    done = pg::execute(store.recovers ? *forget_pointless_by[proof.kind] : *forget_by[proof.kind], store, values,
+                       "   ");
+  }
+  if (done == 0 && store.recovers && (has_point || named)) {
+    // Matched nothing: the claim may have a recovery point.
+    Datum point;
+    bool none = true;
+    pg::execute(*point_by[proof.kind], store, values, "   ", &point, &none);
+    if (!none) refuse_forgetting_a_point(given_key, text_to_cstring(DatumGetTextPP(point)));
+  }
   if (done == 0) not_in_progress(store, ns, key, given_key, "fail", proof);
   pg::finish(ns, key);
   pg::count(pg::transient_failures);

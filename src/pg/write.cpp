@@ -134,9 +134,10 @@ bool changed(TM_Result result) {
 
 // The transition loop shared by finish and forget: read the record, change
 // it, and under READ COMMITTED read it again if a concurrent transaction
-// changed it first. committing/payload are finish's; forgetting deletes.
+// changed it first. committing/payload are finish's; forgetting deletes,
+// but not a record with a recovery point (*has_point).
 bool transition(const Store& store, text* ns, text* key, const Claim& claim, bool forgetting, bool committing,
-                Jsonb* payload) {
+                Jsonb* payload, bool* has_point) {
   Relation table = table_open(store.table, RowExclusiveLock);
   // What UPDATE and DELETE check first: a table published for updates or
   // deletes needs a replica identity, or subscribers cannot apply them.
@@ -148,10 +149,14 @@ bool transition(const Store& store, text* ns, text* key, const Claim& claim, boo
     CHECK_FOR_INTERRUPTS();
     const Snapshot snapshot = push_snapshot();
     ItemPointerData tid;
-    const bool found = read_claim(table, store, snapshot, ns, key, claim, forgetting ? nullptr : values, nulls, &tid);
+    const bool found = read_claim(table, store, snapshot, ns, key, claim, values, nulls, &tid);
     PopActiveSnapshot();
     if (!found) break;
     TM_FailureData failure;
+    if (forgetting && RelationGetDescr(table)->natts >= col_recovery_point && !nulls[col_recovery_point - 1]) {
+      *has_point = true;
+      break;
+    }
     if (forgetting) {
       if (!changed(compat::heap_delete(table, &tid, GetCurrentCommandId(true), &failure)))
         continue;
@@ -229,11 +234,12 @@ void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& h
 }
 
 bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload) {
-  return transition(store, ns, key, claim, false, committing, payload);
+  bool has_point = false;
+  return transition(store, ns, key, claim, false, committing, payload, &has_point);
 }
 
-bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim) {
-  return transition(store, ns, key, claim, true, false, nullptr);
+bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim, bool* has_point) {
+  return transition(store, ns, key, claim, true, false, nullptr, has_point);
 }
 
 bool claimed_here(const Store& store, text* ns, text* key) {

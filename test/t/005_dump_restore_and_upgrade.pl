@@ -196,6 +196,14 @@ for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0', '0.7.0')
 		CREATE ROLE stats_reader;
 		GRANT USAGE ON SCHEMA idempotency TO stats_reader;
 		GRANT SELECT ON idempotency.idem_namespace_stats TO stats_reader;}) if $version eq '0.6.0';
+	# 0.8.0's idem_stats calls a new function: a role granted the view and
+	# the functions behind it (not through pg_monitor) still reads it.
+	$node->safe_psql($db, q{
+		CREATE ROLE stats_exec;
+		GRANT USAGE ON SCHEMA idempotency TO stats_exec;
+		GRANT SELECT ON idempotency.idem_stats TO stats_exec;
+		GRANT EXECUTE ON FUNCTION idempotency.idem_stats_counters(), idempotency.idem_stats_released_keys()
+		TO stats_exec;}) if $version eq '0.7.0';
 
 	my $before = record_rows($db, $v2_columns);
 	is($node->safe_psql($db, q{
@@ -224,6 +232,11 @@ for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0', '0.7.0')
 			                  WHERE i.objoid = 'idempotency.idem_namespace_stats'::regclass)
 			       || ' ' || (SELECT count(*) FROM idempotency.idem_namespace_stats)}),
 			'true false 5', "$version: a grant on idem_namespace_stats outlives its remaking, not as an initial privilege");
+	}
+	if ($version eq '0.7.0')
+	{
+		is($node->safe_psql($db, q{SET ROLE stats_exec; SELECT count(*) FROM idempotency.idem_stats}), '1',
+			"$version: a role granted idem_stats and its functions still reads it");
 	}
 	is($node->safe_psql($db, q{
 		SELECT count(*) FILTER (WHERE attempt = 1) || ' of ' || count(*) FROM idempotency.idempotency_record}),
