@@ -28,6 +28,14 @@ RETURNS @extschema@.idem_outcome
 AS 'MODULE_PATHNAME', 'idem_begin_0_8'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- idem_fail_transient refuses a record whose work may have had effects
+-- (taken over, or with a recovery point): a new entry point, so that a
+-- session still running an older library is refused rather than forgets it.
+CREATE OR REPLACE FUNCTION idem_fail_transient(namespace text, key text, fence bigint DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_fail_transient_0_8'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- A holder's recovery point: the phase its work has completed (point) and
 -- what a later attempt needs to resume after it (state, say the payment
 -- provider's charge id), recorded with the claim in the caller's
@@ -272,24 +280,33 @@ END;
 $defaults$;
 
 -- idem_stats calls idem_stats_recovery as the role that reads the view: a
--- role granted EXECUTE on the functions behind it (idem_stats_counters),
--- rather than through pg_monitor, gets EXECUTE on the new one too, so that
+-- role (or PUBLIC) granted EXECUTE on the functions behind it
+-- (idem_stats_counters), rather than through pg_monitor, gets EXECUTE on
+-- the new one too, so that
 -- it still reads idem_stats (an ordinary grant, kept by pg_dump).
 DO $stats_readers$
 DECLARE
     x record;
 BEGIN
     FOR x IN
-        SELECT DISTINCT r.rolname
+        SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END AS grantee
         FROM pg_catalog.pg_proc p
         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
-        JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
         WHERE p.oid = '@extschema@.idem_stats_counters()'::pg_catalog.regprocedure
           AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
           AND a.grantee <> 'pg_monitor'::pg_catalog.regrole
     LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.idem_stats_recovery() TO %I', x.rolname);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.idem_stats_recovery() TO %s', x.grantee);
     END LOOP;
+    -- Those grants are the user's, not the extension's initial privileges
+    -- (pg_dump keeps them): the cleanup below removes the roles' entries,
+    -- and PUBLIC's is removed here.
+    UPDATE pg_catalog.pg_init_privs i
+    SET initprivs = ARRAY(SELECT item FROM pg_catalog.unnest(i.initprivs) item
+                          WHERE (SELECT e.grantee <> 0 FROM pg_catalog.aclexplode(ARRAY[item]) e LIMIT 1))
+    WHERE i.privtype = 'e' AND i.classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+      AND i.objoid = '@extschema@.idem_stats_recovery()'::pg_catalog.regprocedure;
 END;
 $stats_readers$;
 

@@ -219,7 +219,7 @@ COMMENT ON FUNCTION idem_fail_permanent(text, text, jsonb, bigint) IS
 
 CREATE FUNCTION idem_fail_transient(namespace text, key text, fence bigint DEFAULT NULL)
 RETURNS void
-AS 'MODULE_PATHNAME', 'idem_fail_transient_0_5'
+AS 'MODULE_PATHNAME', 'idem_fail_transient_0_8'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idem_fail_transient(text, text, bigint) IS

@@ -51,8 +51,10 @@ SELECT fence AS rp_fence3 FROM idem_begin('rp', 'pay-2', '{"amount": 5}') \gset
 UPDATE idempotency_record SET updated_at = now() - interval '2 hours' WHERE namespace = 'rp' AND key_value = 'pay-2';
 SELECT kind, attempt, takeover, recovery_point IS NULL AS no_point, recovery_state IS NULL AS no_state
 FROM idem_begin('rp', 'pay-2', '{"amount": 5}');
--- The direct path too: a record with a point is kept; one without is
--- forgotten.
+-- The direct path too: a record with a point is kept, and one taken over
+-- (pay-2, above); one without either is forgotten.
+SELECT idem_fail_transient('rp', 'pay-2', :rp_fence3);
+SELECT idem_fail_transient('rp', 'pay-2', (SELECT fence FROM idempotency_record WHERE key_value = 'pay-2'));
 SELECT fence AS rp_fence7 FROM idem_begin('rp', 'pay-7', '{"amount": 7}') \gset
 SELECT idem_fail_transient('rp', 'pay-7', :rp_fence7);
 SELECT count(*) AS forgotten FROM idempotency_record WHERE key_value = 'pay-7';
@@ -147,9 +149,13 @@ SELECT fence AS sql_fence, recovery_point IS NULL AS no_point FROM idem_begin('r
 SELECT :'no_point' AS no_point, recovery_point IS NULL AS none_stored FROM public.rp_old WHERE key_value = 'pay-4';
 UPDATE public.rp_old SET updated_at = now() - interval '2 hours' WHERE key_value = 'pay-4';
 SELECT kind, takeover, recovery_point IS NULL AS no_point FROM idem_begin('rp-old', 'pay-4', '{"amount": 4}');
+-- A record taken over is not forgotten either: the attempt before may
+-- have acted. A first attempt without a point is.
 SELECT fence AS sql_fence FROM public.rp_old WHERE key_value = 'pay-4' \gset
 SELECT idem_fail_transient('rp-old', 'pay-4', :sql_fence);
-SELECT count(*) AS forgotten FROM public.rp_old WHERE key_value = 'pay-4';
+SELECT fence AS sql_fence FROM idem_begin('rp-old', 'pay-8', '{"amount": 8}') \gset
+SELECT idem_fail_transient('rp-old', 'pay-8', :sql_fence);
+SELECT count(*) AS forgotten FROM public.rp_old WHERE key_value = 'pay-8';
 ALTER TABLE public.rp_old ALTER COLUMN recovery_point DROP DEFAULT;
 -- Columns in the recovery columns' places that are not they: no fix but a
 -- new table.

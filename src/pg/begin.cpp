@@ -140,9 +140,9 @@ Outcome fresh_outcome(Datum submitted_hash, int32 attempt, Datum fence, bool fen
 }
 
 // in_flight, with how long ago the holder claimed the key (or took the
-// record over, or last extended its lease), when that is known, and, for a
-// claim another transaction committed, when a begin may take it over (its
-// lease's end; without a lease, its window's): while the holder's
+// record over, or last extended its lease), when that is known, and, in a
+// namespace with a lease, for a claim another transaction committed, when
+// its lease ends and a begin may take it over: while the holder's
 // transaction runs no begin takes it over, so then it is NULL.
 Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p, TimestampTz now, const pg::Policy& policy) {
   Outcome o = outcome(in_flight, submitted_hash);
@@ -150,7 +150,7 @@ Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p, TimestampTz 
   auto* age = static_cast<Interval*>(palloc0(sizeof(Interval)));
   age->time = std::max<int64>(0, now - p.updated_at);
   o.values[f_age] = IntervalPGetDatum(age), o.nulls[f_age] = false;
-  if (p.found == pg::Found::row && !p.own)
+  if (policy.lease_us > 0 && p.found == pg::Found::row && !p.own)
     o.values[f_lease_ends_at] = TimestampTzGetDatum(pg::takeover_from(p, policy)), o.nulls[f_lease_ends_at] = false;
   return o;
 }

@@ -88,45 +88,63 @@ const pg::StoreStatement extend_fence = {EXTEND_FENCE(""), 3, {TEXTOID, TEXTOID,
 const pg::StoreStatement record_point_fence = {EXTEND_FENCE(" recovery_point = $4, recovery_state = $5,"), 5,
                                                {TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID}};
 
-// Forgetting in a store with the recovery columns: never a record with a
-// recovery point, whose work has had effects a retry must resume after.
-#define WITHOUT_POINT " AND recovery_point IS NULL"
-const pg::StoreStatement forget_in_progress_pointless = {FORGET_IN_PROGRESS WITHOUT_POINT, 2, {TEXTOID, TEXTOID}};
-const pg::StoreStatement forget_attempt_pointless = {FORGET_IN_PROGRESS WITHOUT_POINT
-                                                     " AND attempt OPERATOR(pg_catalog.=) $3",
-                                                     3,
+// Forgetting a record whose work may have had effects is refused: one
+// taken over (an earlier attempt may have acted before its lease ran out)
+// or, in a store with the recovery columns, one with a recovery point (its
+// holder said it did). A retry that started over would repeat the effects.
+#define UNSETTLED " AND attempt OPERATOR(pg_catalog.=) 1"
+#define UNSETTLED_NO_POINT UNSETTLED " AND recovery_point IS NULL"
+#define BY_ATTEMPT " AND attempt OPERATOR(pg_catalog.=) $3"
+#define BY_FENCE " AND fence OPERATOR(pg_catalog.=) $3"
+const pg::StoreStatement forget_first_in_progress = {FORGET_IN_PROGRESS UNSETTLED, 2, {TEXTOID, TEXTOID}};
+const pg::StoreStatement forget_first_attempt = {FORGET_IN_PROGRESS UNSETTLED BY_ATTEMPT, 3, {TEXTOID, TEXTOID, INT4OID}};
+const pg::StoreStatement forget_first_fence = {FORGET_IN_PROGRESS UNSETTLED BY_FENCE, 3, {TEXTOID, TEXTOID, INT8OID}};
+const pg::StoreStatement forget_pointless_in_progress = {FORGET_IN_PROGRESS UNSETTLED_NO_POINT, 2, {TEXTOID, TEXTOID}};
+const pg::StoreStatement forget_pointless_attempt = {FORGET_IN_PROGRESS UNSETTLED_NO_POINT BY_ATTEMPT, 3,
                                                      {TEXTOID, TEXTOID, INT4OID}};
-const pg::StoreStatement forget_fence_pointless = {FORGET_IN_PROGRESS WITHOUT_POINT
-                                                   " AND fence OPERATOR(pg_catalog.=) $3",
-                                                   3,
+const pg::StoreStatement forget_pointless_fence = {FORGET_IN_PROGRESS UNSETTLED_NO_POINT BY_FENCE, 3,
                                                    {TEXTOID, TEXTOID, INT8OID}};
-// The recovery point of the key's in_progress record that the proof names,
-// when forgetting it matched nothing.
-#define POINT_OF_IN_PROGRESS SELECT_RECORD("recovery_point") " AND status OPERATOR(pg_catalog.=) 'in_progress'"
-const pg::StoreStatement point_in_progress = {POINT_OF_IN_PROGRESS, 2, {TEXTOID, TEXTOID}};
-const pg::StoreStatement point_attempt = {POINT_OF_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $3", 3,
-                                          {TEXTOID, TEXTOID, INT4OID}};
-const pg::StoreStatement point_fence = {POINT_OF_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $3", 3,
-                                        {TEXTOID, TEXTOID, INT8OID}};
+// Why forgetting matched nothing: the attempt and recovery point of the
+// in_progress record the proof names.
+#define WHY_KEPT(POINT) SELECT_RECORD("attempt, " POINT) " AND status OPERATOR(pg_catalog.=) 'in_progress'"
+const pg::StoreStatement kept_in_progress = {WHY_KEPT("NULL::text"), 2, {TEXTOID, TEXTOID}};
+const pg::StoreStatement kept_attempt = {WHY_KEPT("NULL::text") BY_ATTEMPT, 3, {TEXTOID, TEXTOID, INT4OID}};
+const pg::StoreStatement kept_fence = {WHY_KEPT("NULL::text") BY_FENCE, 3, {TEXTOID, TEXTOID, INT8OID}};
+const pg::StoreStatement kept_point_in_progress = {WHY_KEPT("recovery_point"), 2, {TEXTOID, TEXTOID}};
+const pg::StoreStatement kept_point_attempt = {WHY_KEPT("recovery_point") BY_ATTEMPT, 3, {TEXTOID, TEXTOID, INT4OID}};
+const pg::StoreStatement kept_point_fence = {WHY_KEPT("recovery_point") BY_FENCE, 3, {TEXTOID, TEXTOID, INT8OID}};
 
 // Each transition's statement by the kind of proof given (pg::Claim::Kind).
 const pg::StoreStatement* const finish_by[] = {&finish_in_progress, &finish_attempt, &finish_fence};
 const pg::StoreStatement* const forget_by[] = {&forget_in_progress, &forget_attempt, &forget_fence};
-const pg::StoreStatement* const forget_pointless_by[] = {&forget_in_progress_pointless, &forget_attempt_pointless,
-                                                         &forget_fence_pointless};
-const pg::StoreStatement* const point_by[] = {&point_in_progress, &point_attempt, &point_fence};
+const pg::StoreStatement* const forget_first_by[] = {&forget_first_in_progress, &forget_first_attempt,
+                                                     &forget_first_fence};
+const pg::StoreStatement* const forget_pointless_by[] = {&forget_pointless_in_progress, &forget_pointless_attempt,
+                                                         &forget_pointless_fence};
+const pg::StoreStatement* const kept_by[] = {&kept_in_progress, &kept_attempt, &kept_fence};
+const pg::StoreStatement* const kept_point_by[] = {&kept_point_in_progress, &kept_point_attempt, &kept_point_fence};
 
-// Raises 55000 for idem_fail_transient on a record with recovery point point.
-[[noreturn]] void refuse_forgetting_a_point(const text* given_key, const char* point) {
+// Raises 55000 for idem_fail_transient on a record whose work may have had
+// effects: taken over (attempt > 1), or with recovery point point (NULL: none).
+[[noreturn]] void refuse_forgetting(const text* given_key, int32 attempt, const char* point) {
   char label[32];
   pg::key_label(given_key, label);
+  if (point != nullptr)
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot forget idempotency key ") + label + ": it has a recovery point",
+                      std::string("Its holder recorded the recovery point \"") + point +
+                          "\": the work has had effects that a retry must resume after, and forgetting the record "
+                          "would lose them (the retry would start over).",
+                      "Roll back instead and leave the claim to its lease: a retry takes it over and resumes from "
+                      "the point. Or finish it with idem_commit or idem_fail_permanent.");
   throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                    std::string("cannot forget idempotency key ") + label + ": it has a recovery point",
-                    std::string("Its holder recorded the recovery point \"") + point +
-                        "\": the work has had effects that a retry must resume after, and forgetting the record "
-                        "would lose them (the retry would start over).",
-                    "Roll back instead and leave the claim to its lease: a retry takes it over and resumes from "
-                    "the point. Or finish it with idem_commit or idem_fail_permanent.");
+                    std::string("cannot forget idempotency key ") + label + ": it was taken over",
+                    "The record is at attempt " + std::to_string(attempt) +
+                        ": an earlier attempt's lease ran out and a begin took the claim over, and that attempt may "
+                        "have acted before it stopped (its outcome is unknown). Forgetting the record would let a "
+                        "retry start over, or another request take the key.",
+                    "Roll back instead and leave the claim to its lease, or finish it with idem_commit or "
+                    "idem_fail_permanent once you know what the earlier attempt did.");
 }
 
 // Why nothing matched: the record as the transaction's snapshot sees it,
@@ -385,22 +403,24 @@ void forget(FunctionCallInfo fcinfo, bool fence) {
     pg::count(pg::transient_failures);
     return;
   }
-  bool has_point = false;             // the direct path saw the claim's point
+  bool kept = false;  // the direct path found the claim taken over or with a point
   bool named = proof.kind != pg::Claim::none;  // the claim is the proof's, or this transaction's own
   uint64 done = 0;
   if (store.direct) {
-    done = pg::forget_claim(store, ns, key, proof, &has_point);
+    done = pg::forget_claim(store, ns, key, proof, &kept);
   } else if (named || pg::claimed_here(store, ns, key)) {
     named = true;
-    done = pg::execute(store.recovers ? *forget_pointless_by[proof.kind] : *forget_by[proof.kind], store, values,
-                       "   ");
+    const pg::StoreStatement* const* statements =
+        store.recovers ? forget_pointless_by : store.fenced ? forget_first_by : forget_by;
+    done = pg::execute(*statements[proof.kind], store, values, "   ");
   }
-  if (done == 0 && store.recovers && (has_point || named)) {
-    // Matched nothing: the claim may have a recovery point.
-    Datum point;
-    bool none = true;
-    pg::execute(*point_by[proof.kind], store, values, "   ", &point, &none);
-    if (!none) refuse_forgetting_a_point(given_key, text_to_cstring(DatumGetTextPP(point)));
+  if (done == 0 && store.fenced && (kept || named)) {
+    // Matched nothing: the claim may be one whose work may have had effects.
+    Datum why[2];
+    bool none[2] = {true, true};
+    pg::execute(store.recovers ? *kept_point_by[proof.kind] : *kept_by[proof.kind], store, values, "   ", why, none);
+    if (!none[0] && (DatumGetInt32(why[0]) > 1 || !none[1]))
+      refuse_forgetting(given_key, DatumGetInt32(why[0]), none[1] ? nullptr : text_to_cstring(DatumGetTextPP(why[1])));
   }
   if (done == 0) not_in_progress(store, ns, key, given_key, "fail", proof);
   pg::finish(ns, key);
@@ -534,7 +554,14 @@ IDEM_FUNCTION(idem_fail_permanent) {
   PG_RETURN_VOID();
 }
 
-// Forgets the in-progress operation so that the next begin is fresh.
+// Forgets the in-progress operation so that the next begin is fresh. 0.8.0
+// refuses a record whose work may have had effects (taken over, or with a
+// recovery point): its own symbol, so that a session still running an
+// older library, which would forget it, is refused after the update.
+IDEM_FUNCTION(idem_fail_transient_0_8) {
+  forget(fcinfo, true);
+  PG_RETURN_VOID();
+}
 IDEM_FUNCTION(idem_fail_transient_0_5) {
   forget(fcinfo, true);
   PG_RETURN_VOID();

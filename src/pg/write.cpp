@@ -135,9 +135,9 @@ bool changed(TM_Result result) {
 // The transition loop shared by finish and forget: read the record, change
 // it, and under READ COMMITTED read it again if a concurrent transaction
 // changed it first. committing/payload are finish's; forgetting deletes,
-// but not a record with a recovery point (*has_point).
+// but not a record taken over or with a recovery point (*kept).
 bool transition(const Store& store, text* ns, text* key, const Claim& claim, bool forgetting, bool committing,
-                Jsonb* payload, bool* has_point) {
+                Jsonb* payload, bool* kept) {
   Relation table = table_open(store.table, RowExclusiveLock);
   // What UPDATE and DELETE check first: a table published for updates or
   // deletes needs a replica identity, or subscribers cannot apply them.
@@ -153,8 +153,9 @@ bool transition(const Store& store, text* ns, text* key, const Claim& claim, boo
     PopActiveSnapshot();
     if (!found) break;
     TM_FailureData failure;
-    if (forgetting && RelationGetDescr(table)->natts >= col_recovery_point && !nulls[col_recovery_point - 1]) {
-      *has_point = true;
+    if (forgetting && (DatumGetInt32(values[col_attempt - 1]) > 1 ||
+                       (RelationGetDescr(table)->natts >= col_recovery_point && !nulls[col_recovery_point - 1]))) {
+      *kept = true;
       break;
     }
     if (forgetting) {
@@ -234,12 +235,12 @@ void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& h
 }
 
 bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload) {
-  bool has_point = false;
-  return transition(store, ns, key, claim, false, committing, payload, &has_point);
+  bool kept = false;
+  return transition(store, ns, key, claim, false, committing, payload, &kept);
 }
 
-bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim, bool* has_point) {
-  return transition(store, ns, key, claim, true, false, nullptr, has_point);
+bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim, bool* kept) {
+  return transition(store, ns, key, claim, true, false, nullptr, kept);
 }
 
 bool claimed_here(const Store& store, text* ns, text* key) {

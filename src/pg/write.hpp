@@ -49,9 +49,9 @@ struct Claim {
 bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload);
 
 // Deletes the matching in_progress record (idem_fail_transient), with the
-// same rules; false when none matches, or when it has a recovery point
-// (*has_point set: it is kept, for a takeover to resume from).
-bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim, bool* has_point);
+// same rules; false when none matches, or when it was taken over or has a
+// recovery point (*kept set: its work may have had effects).
+bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim, bool* kept);
 
 // Whether the in_progress record of (ns, key), as a transition would read
 // it, was claimed by this transaction: what a transition without a proof

@@ -15,7 +15,9 @@ provider's charge for the key; the provider charged the key once; it was
 called exactly as often as the recovery point requires (a crash after the
 charge was recorded leads to no call at all); one payments row; and the
 record is committed, taken over as many times as the crash required. Prints
-TAP."""
+TAP. Then the provider's troubles: a charge answered after the service
+gave up (503, the key not reopened to another request, the retry takes the
+claim over and gets the same charge) and a decline (422, replayed)."""
 import http.client
 import http.server
 import json
@@ -33,7 +35,8 @@ import psycopg
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVICE = os.path.join(HERE, "..", "..", "docs", "examples", "payments", "service.py")
 DB = "idempotency_recovery_e2e"
-LEASE_SECONDS = 2
+LEASE_SECONDS = 4
+PROVIDER_TIMEOUT = 1
 results = []
 
 # Each step the service can die after, and what the retry must do then:
@@ -70,18 +73,24 @@ class Provider(http.server.BaseHTTPRequestHandler):
     charges = {}
 
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         key = self.headers.get("Idempotency-Key")
         with Provider.lock:
-            Provider.calls[key] = Provider.calls.get(key, 0) + 1
-            if key not in Provider.charges:
+            calls = Provider.calls[key] = Provider.calls.get(key, 0) + 1
+            declined = request.get("customer") == "c-declined"
+            if key not in Provider.charges and not declined:
                 Provider.charges[key] = f"ch_{len(Provider.charges) + 1}"
-            data = json.dumps({"charge_id": Provider.charges[key]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            data = json.dumps({"error": "card_declined"} if declined else {"charge_id": Provider.charges[key]}).encode()
+        if request.get("customer") == "c-slow" and calls == 1:
+            time.sleep(PROVIDER_TIMEOUT + 1)     # charged, but answers after the service gave up
+        try:
+            self.send_response(402 if declined else 200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass    # the service gave up on the slow answer
 
     def log_message(self, fmt, *args):
         pass
@@ -89,7 +98,8 @@ class Provider(http.server.BaseHTTPRequestHandler):
 
 def start_service(port, provider_port, crash_after=None):
     env = dict(os.environ, PAYMENTS_DSN=f"dbname={DB}", PAYMENTS_LEASE=f"{LEASE_SECONDS} seconds",
-               PAYMENTS_PROVIDER_URL=f"http://127.0.0.1:{provider_port}")
+               PAYMENTS_PROVIDER_URL=f"http://127.0.0.1:{provider_port}",
+               PAYMENTS_PROVIDER_TIMEOUT_S=str(PROVIDER_TIMEOUT))
     if crash_after:
         env["PAYMENTS_CRASH_AFTER"] = crash_after
     service = subprocess.Popen([sys.executable, SERVICE, "--port", str(port)], env=env,
@@ -128,6 +138,43 @@ def retry_until_done(port, body, key):
     return status, headers, answer, waits
 
 
+def provider_trouble(provider_port):
+    """The provider charges but answers too late (the service gives up), or
+    declines: one charge, no second effect, no other request under the key."""
+    port = free_port()
+    service = start_service(port, provider_port)
+    try:
+        slow = {"amount": 7, "currency": "EUR", "customer": "c-slow"}
+        status, headers, answer = post(port, slow, "slow-1")
+        ok(status == 503 and headers.get("Retry-After", "").isdigit() and int(headers["Retry-After"]) >= LEASE_SECONDS - 2,
+           "provider timeout after it charged: 503 with Retry-After until the claim's lease ends", (status, headers, answer))
+        status, _, answer = post(port, dict(slow, amount=8), "slow-1")
+        ok(status == 422, "meanwhile another request with the key is a mismatch, not a fresh start", (status, answer))
+        status, headers, answer, waits = retry_until_done(port, slow, "slow-1")
+        with Provider.lock:
+            calls, charge_id = Provider.calls.get("slow-1"), Provider.charges.get("slow-1")
+        ok(status == 201 and answer.get("charge_id") == charge_id and waits,
+           "the retry waits for the lease, takes the claim over and ends with the charge made", (status, answer, waits))
+        ok(calls == 2, "the provider was called twice with the key and charged once", calls)
+
+        declined = {"amount": 9, "currency": "EUR", "customer": "c-declined"}
+        first = post(port, declined, "declined-1")
+        again = post(port, declined, "declined-1")
+        ok(first[0] == 422 and first[2].get("code") == "PaymentDeclined", "a decline is 422 PaymentDeclined", first)
+        ok(again[0] == 422 and again[2] == first[2] and again[1].get("Idempotency-Replayed") == "true",
+           "and its retry replays it, without calling the provider", again)
+        with Provider.lock:
+            ok(Provider.calls.get("declined-1") == 1, "the provider saw one call for the declined key",
+               Provider.calls.get("declined-1"))
+    finally:
+        service.terminate()
+        service.wait()
+    with psycopg.connect(f"dbname={DB}") as c:
+        rows = c.execute("SELECT idempotency_key, count(*) FROM payments WHERE idempotency_key IN ('slow-1', 'declined-1') "
+                         "GROUP BY 1 ORDER BY 1").fetchall()
+    ok(rows == [("slow-1", 1)], "one payment for the slow key, none for the declined one", rows)
+
+
 def main():
     with psycopg.connect("dbname=postgres", autocommit=True) as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
@@ -138,6 +185,7 @@ def main():
     try:
         for step, calls, attempt in STEPS:
             run(step, calls, attempt, provider_port)
+        provider_trouble(provider_port)
     finally:
         provider.shutdown()
     print(f"1..{len(results)}")
@@ -167,8 +215,10 @@ def run(step, calls, attempt, provider_port):
        f"{step}: the retry ends in 201 with the provider's charge", (status, headers, answer, charge_id))
     if attempt == 2:
         # The dead attempt's lease was still running: 409s whose Retry-After
-        # is what is left of it, then the takeover.
-        ok(waits and all(w is not None and w.isdigit() and 1 <= int(w) <= LEASE_SECONDS for w in waits),
+        # is what is left of it (nearly all of it at first: the crash came
+        # right after the claim or a point), then the takeover.
+        ok(waits and all(w is not None and w.isdigit() and 1 <= int(w) <= LEASE_SECONDS for w in waits)
+           and int(waits[0]) >= LEASE_SECONDS - 1,
            f"{step}: 409 with Retry-After from the lease until it ran out", waits)
     else:
         ok(not waits and headers.get("Idempotency-Replayed") == "true", f"{step}: the retry replays", (waits, headers))

@@ -17,12 +17,19 @@ one database transaction: it is the recovery-point recipe of docs/usage.md
      with another body), or commit the claim. A refused payment is
      recorded with idem_fail_permanent and replays as the same 422.
   2. Charge (no transaction): call the provider with the key as its
-     idempotency key. A timeout forgets the claim (idem_fail_transient)
-     and answers 503, so the retry starts fresh.
+     idempotency key. A decline (4xx) is recorded for good
+     (idem_fail_permanent: 422, replayed). When the provider surely got
+     nothing (the connection was refused) on a first attempt, the claim is
+     forgotten (idem_fail_transient) and the answer is 503: the retry
+     starts over at once. When it may have charged (a timeout, a 5xx), or
+     an earlier attempt may have (a takeover), the claim is kept: 503 with
+     Retry-After until its lease ends, when the retry takes it over and
+     calls the provider again with the same key.
   3. Record the charge (a transaction): idem_record_point(..., 'charged',
      {"charge_id": ...}) with the claim's fence.
-  4. Finish (a transaction): write the payment row and record the response
-     (idem_commit, fenced) together.
+  4. Finish (a transaction): a heartbeat (idem_extend_lease) checks the
+     fence and holds the record, then the payment row and the response
+     (idem_commit, fenced) commit together.
 If the process dies between phases, the claim's lease runs out and the
 client's retry takes it over: idem_begin answers fresh with takeover true
 and the last recovery point. After 'charged' the retry skips the provider
@@ -38,7 +45,8 @@ can be created:
          -d '{"amount": 100, "currency": "EUR", "customer": "c-42"}'
 
 PAYMENTS_PROVIDER_URL names a provider that answers POST /charges (with an
-Idempotency-Key header) with {"charge_id": ...}; without it a simulated
+Idempotency-Key header) with {"charge_id": ...}, within
+PAYMENTS_PROVIDER_TIMEOUT_S (default 10, well inside the lease); without it a simulated
 provider runs in the process: PAYMENTS_PROVIDER_DELAY_MS makes it slow, and
 the customer "c-flaky" times out once per key, to show the in-flight and
 transient paths. PAYMENTS_LEASE is the claim's lease (default 30 seconds).
@@ -47,9 +55,11 @@ that step, for the test that resumes after every phase
 (test/e2e/recovery_e2e.py): claimed, called, recording, charged,
 finishing, committed. A real service would use a connection pool."""
 import argparse
+import datetime
 import hashlib
 import http.server
 import json
+import math
 import os
 import signal
 import threading
@@ -66,6 +76,7 @@ DOCS = "https://example.com/docs/idempotency"
 DSN = os.environ.get("PAYMENTS_DSN", "")
 PROVIDER_DELAY = float(os.environ.get("PAYMENTS_PROVIDER_DELAY_MS", "0")) / 1000.0
 PROVIDER_URL = os.environ.get("PAYMENTS_PROVIDER_URL")
+PROVIDER_TIMEOUT = float(os.environ.get("PAYMENTS_PROVIDER_TIMEOUT_S", "10"))   # well inside the lease
 LEASE = os.environ.get("PAYMENTS_LEASE", "30 seconds")
 CRASH_AFTER = os.environ.get("PAYMENTS_CRASH_AFTER")
 
@@ -87,8 +98,19 @@ _timed_out = set()
 _timed_out_lock = threading.Lock()
 
 
-class ProviderTimeout(Exception):
-    """A transient failure: nothing was charged, the client may retry."""
+class ProviderUnavailable(Exception):
+    """The provider did not answer. sent: the call may have reached it (a
+    timeout, a 5xx), so a charge may have been made; False when it surely
+    did not (the connection was refused)."""
+
+    def __init__(self, sent):
+        super().__init__("payment provider unavailable")
+        self.sent = sent
+        self.retry_after = 1   # seconds until the claim's lease ends, when it is kept
+
+
+class ProviderDeclined(Exception):
+    """The provider refused the payment for good (a 4xx answer)."""
 
 
 def crash_point(step):
@@ -100,21 +122,27 @@ def crash_point(step):
 def charge(key, request):
     """Charges the payment at the provider with key as the provider's
     idempotency key, so that calling again for one key charges once; returns
-    the charge id. Raises ProviderTimeout when nothing was charged."""
+    the charge id. Raises ProviderDeclined, or ProviderUnavailable."""
     if PROVIDER_URL:
         call = urllib.request.Request(PROVIDER_URL + "/charges", data=json.dumps(request).encode(), method="POST",
                                       headers={"Content-Type": "application/json", "Idempotency-Key": key})
         try:
-            with urllib.request.urlopen(call, timeout=10) as r:
+            with urllib.request.urlopen(call, timeout=PROVIDER_TIMEOUT) as r:
                 return json.loads(r.read())["charge_id"]
-        except (urllib.error.URLError, TimeoutError) as e:
-            raise ProviderTimeout() from e
+        except urllib.error.HTTPError as e:
+            if 400 <= e.code < 500:
+                raise ProviderDeclined(e.read().decode(errors="replace")) from e
+            raise ProviderUnavailable(sent=True) from e
+        except urllib.error.URLError as e:
+            raise ProviderUnavailable(sent=not isinstance(e.reason, ConnectionRefusedError)) from e
+        except (TimeoutError, ConnectionError) as e:
+            raise ProviderUnavailable(sent=True) from e
     time.sleep(PROVIDER_DELAY)          # the simulated provider
     if request.get("customer") == "c-flaky":
         with _timed_out_lock:
             if key not in _timed_out:
                 _timed_out.add(key)
-                raise ProviderTimeout()
+                raise ProviderUnavailable(sent=False)
     return "ch_" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -146,8 +174,9 @@ def create_payment(conn, header, raw_body):
                                    ("The body must be a JSON object.",)).fetchone()[0]
             return 400, {"Content-Type": "application/problem+json"}, problem
         fingerprinted = {"method": "POST", "target": "/payments", "body": request}
-        kind, fence, point, state, status, headers, body = conn.execute(
-            """SELECT o.kind::text, o.fence, o.recovery_point, o.recovery_state, r.status, r.headers, r.body
+        kind, fence, takeover, point, state, lease_ends_at, status, headers, body = conn.execute(
+            """SELECT o.kind::text, o.fence, o.takeover, o.recovery_point, o.recovery_state, o.lease_ends_at,
+                      r.status, r.headers, r.body
                FROM idempotency.idem_begin(%s, %s, %s) o
                LEFT JOIN LATERAL idempotency.idem_http_response(CASE WHEN o.kind <> 'fresh' THEN o END, 1, %s) r
                ON true""",
@@ -169,11 +198,29 @@ def create_payment(conn, header, raw_body):
     else:
         try:
             charge_id = charge(key, request)
-        except ProviderTimeout:
-            # The provider answers a call again with the same key with the
-            # charge it made, if it made one: a retry may start over.
-            with conn.transaction():
-                conn.execute("SELECT idempotency.idem_fail_transient(%s, %s, %s)", (NAMESPACE, key, fence))
+        except ProviderDeclined as e:
+            error = {"class_tag": "PaymentDeclined", "message": "the payment provider declined the payment",
+                     "cause": str(e)[:200]}
+            with conn.transaction():                          # for good: the retry replays the 422
+                conn.execute("SELECT idempotency.idem_fail_permanent(%s, %s, %s, %s)",
+                             (NAMESPACE, key, Jsonb(error), fence))
+            body = conn.execute("SELECT idempotency.idem_http_problem(422, %s, %s)",
+                                (error["class_tag"], error["message"])).fetchone()[0]
+            return 422, {"Content-Type": "application/problem+json"}, body
+        except ProviderUnavailable as e:
+            if not e.sent and not takeover:
+                # Surely nothing charged, and no earlier attempt of the key
+                # (a takeover's may have charged): forget the claim, so the
+                # retry starts over at once.
+                with conn.transaction():
+                    conn.execute("SELECT idempotency.idem_fail_transient(%s, %s, %s)", (NAMESPACE, key, fence))
+                raise
+            # Perhaps charged: keep the claim. Once its lease ends the retry
+            # takes it over and calls the provider again with the same key,
+            # which answers with the charge it made; until then it is 409,
+            # and another request with this key is 422.
+            e.retry_after = max(1, math.ceil((lease_ends_at - datetime.datetime.now(datetime.timezone.utc))
+                                             .total_seconds()))
             raise
         crash_point("called")
         # 3. Record the charge with the claim's fence.
@@ -183,7 +230,11 @@ def create_payment(conn, header, raw_body):
             crash_point("recording")
         crash_point("charged")
     # 4. Finish: the payment row and the recorded response commit together.
+    # The heartbeat first checks the fence and locks the record: a retry
+    # cannot take it over while this transaction runs, and an attempt
+    # already taken over stops here (55000) before it writes anything.
     with conn.transaction():
+        conn.execute("SELECT idempotency.idem_extend_lease(%s, %s, %s)", (NAMESPACE, key, fence))
         payment_id = conn.execute(
             """INSERT INTO payments (idempotency_key, charge_id, amount, currency, customer)
                VALUES (%s, %s, %s, %s, %s) RETURNING id""",
@@ -212,11 +263,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             # (this attempt's fence was refused, nothing of it committed).
             status, headers, body = 409, {"Content-Type": "application/problem+json", "Retry-After": "1"}, {
                 "type": "about:blank", "title": "Conflict", "status": 409,
-                "detail": "Another attempt took this request over; retry with the same key."}
-        except ProviderTimeout:
-            status, headers, body = 503, {"Content-Type": "application/problem+json", "Retry-After": "1"}, {
-                "type": "about:blank", "title": "Service Unavailable", "status": 503,
-                "detail": "The payment provider timed out; nothing was charged. Retry with the same key."}
+                "detail": "This attempt no longer holds the request (its lease ran out and a retry took it "
+                          "over); retry with the same key."}
+        except ProviderUnavailable as e:
+            status, headers = 503, {"Content-Type": "application/problem+json",
+                                    "Retry-After": str(e.retry_after)}
+            body = {"type": "about:blank", "title": "Service Unavailable", "status": 503,
+                    "detail": ("The payment provider did not answer; the payment may have been made. Retry "
+                               "with the same key." if e.sent else
+                               "The payment provider is unavailable; nothing was charged. Retry with the same key.")}
         self.reply(status, headers, body)
 
     def reply(self, status, headers, body):
