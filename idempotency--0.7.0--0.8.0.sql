@@ -36,6 +36,121 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'idem_fail_transient_0_8'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- Removing a lease with records in progress: the hint names the ways to
+-- end them that 0.8.0 leaves (idem_fail_transient refuses some).
+CREATE OR REPLACE FUNCTION idem_namespace_configure(
+    namespace text,
+    replay_window interval DEFAULT NULL,
+    in_progress_lease interval DEFAULT NULL,
+    store_request boolean DEFAULT NULL,
+    hash_keys boolean DEFAULT false,
+    max_payload_bytes integer DEFAULT NULL)
+RETURNS @extschema@.idem_namespace_config
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+SET IntervalStyle = postgres
+AS $$
+DECLARE
+    ns ALIAS FOR namespace;
+    old @extschema@.idem_namespace_config;
+    saved @extschema@.idem_namespace_config;
+    records bigint;
+    keeps_requests boolean;
+    default_lease interval;
+BEGIN
+    PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
+    -- The settings are read once idem_parse has loaded the library (before,
+    -- a value a session set is a placeholder any role may set), and only if
+    -- the session's values were not refused when it loaded.
+    PERFORM @extschema@.idem_trusted_settings();
+    keeps_requests :=
+        coalesce(store_request, nullif(current_setting('idempotency.store_request', true), '')::boolean, true);
+    default_lease := coalesce(nullif(current_setting('idempotency.in_progress_lease', true), ''), '0')::interval;
+    IF replay_window <= interval '0' OR strpos(replay_window::text, '-') > 0
+       OR replay_window >= interval '10000 years' THEN
+        RAISE EXCEPTION 'invalid idempotency replay window'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The replay window must be positive and under 10000 years, and no part of it negative, not %s.', replay_window);
+    END IF;
+    IF in_progress_lease < interval '0' OR strpos(in_progress_lease::text, '-') > 0
+       OR in_progress_lease >= interval '100 years' THEN
+        RAISE EXCEPTION 'invalid idempotency in-progress lease'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The lease must be 0 (never taken over) or positive and under 100 years, and no part of it negative, not %s.', in_progress_lease);
+    END IF;
+    IF hash_keys IS NULL THEN
+        RAISE EXCEPTION 'hash_keys must not be null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'hash_keys is true or false; it has no GUC to follow.';
+    END IF;
+    IF max_payload_bytes < 1 THEN
+        RAISE EXCEPTION 'invalid idempotency payload limit'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('max_payload_bytes must be a positive number of bytes or NULL, not %s.', max_payload_bytes);
+    END IF;
+    -- The row lock orders concurrent configures of one namespace.
+    SELECT * INTO old FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
+    IF hash_keys AND @extschema@.idem_store_distribution(old.store) = 'key_value' THEN
+        RAISE EXCEPTION 'idempotency namespace "%" cannot hash its keys in a store distributed by key', ns
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('Its store, %s, is distributed by key_value: a hashed key would be kept in the shard of its hash, not in the shard the key routes the call to.', old.store),
+                  HINT = 'Distribute the store by namespace, or use another namespace for hashed keys.';
+    END IF;
+    IF coalesce(old.hash_keys, false) <> hash_keys OR NOT keeps_requests
+       OR (coalesce(old.in_progress_lease, default_lease) > interval '0'
+           AND coalesce(in_progress_lease, default_lease) = interval '0') THEN
+        -- Wait for the transactions that began keys in this namespace (they
+        -- read the old settings) and hold off new ones until this
+        -- transaction ends; then every record is visible to the statements
+        -- below, which READ COMMITTED gives a new snapshot.
+        PERFORM @extschema@.idem_lock_namespace(ns);
+    END IF;
+    IF coalesce(old.hash_keys, false) <> hash_keys THEN
+        records := @extschema@.idem_store_count(old.store, ns);
+        IF records > 0 THEN
+            RAISE EXCEPTION 'cannot change hash_keys of idempotency namespace "%"', ns
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('The namespace has %s record%s, stored with hash_keys %s; they would no longer be found.',
+                                      records, CASE WHEN records = 1 THEN '' ELSE 's' END, CASE WHEN coalesce(old.hash_keys, false) THEN 'on' ELSE 'off' END),
+                      HINT = 'Use a new namespace, or wait until its records have expired and been purged.';
+        END IF;
+    END IF;
+    IF coalesce(old.in_progress_lease, default_lease) > interval '0'
+       AND coalesce(in_progress_lease, default_lease) = interval '0' THEN
+        records := @extschema@.idem_store_count(old.store, ns, in_progress_only => true);
+        IF records > 0 THEN
+            RAISE EXCEPTION 'cannot remove the in-progress lease of idempotency namespace "%"', ns
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('The namespace has %s record%s in progress, claimed under the lease; without one, nothing could take %s over until %s replay window%s ended.',
+                                      records, CASE WHEN records = 1 THEN '' ELSE 's' END, CASE WHEN records = 1 THEN 'it' ELSE 'them' END,
+                                      CASE WHEN records = 1 THEN 'its' ELSE 'their' END, CASE WHEN records = 1 THEN '' ELSE 's' END),
+                      HINT = 'Let the records in progress be finished or taken over, or end them with idem_fail_transient (a first attempt without a recovery point) or idem_release_key; then remove the lease.';
+        END IF;
+    END IF;
+    IF NOT keeps_requests THEN
+        -- Requests kept while store_request was on are removed, not just
+        -- hidden (idem_begin hides them too, from the moment it is off).
+        records := @extschema@.idem_store_forget_requests(old.store, ns);
+        IF records > 0 THEN
+            RAISE NOTICE 'idempotency: removed the stored request from % record% of namespace "%"',
+                records, CASE WHEN records = 1 THEN '' ELSE 's' END, ns;
+        END IF;
+    END IF;
+    INSERT INTO @extschema@.idem_namespace_config AS c
+        (namespace, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes, configured_at)
+    VALUES (ns, replay_window, in_progress_lease, store_request, hash_keys, max_payload_bytes, now())
+    ON CONFLICT ON CONSTRAINT idem_namespace_config_pkey DO UPDATE SET
+        replay_window = excluded.replay_window,
+        in_progress_lease = excluded.in_progress_lease,
+        store_request = excluded.store_request,
+        hash_keys = excluded.hash_keys,
+        max_payload_bytes = excluded.max_payload_bytes,
+        configured_at = excluded.configured_at   -- not now(): Citus wants no function in DO UPDATE SET
+    RETURNING * INTO saved;
+    RETURN saved;
+END;
+$$;
+
 -- A holder's recovery point: the phase its work has completed (point) and
 -- what a later attempt needs to resume after it (state, say the payment
 -- provider's charge id), recorded with the claim in the caller's

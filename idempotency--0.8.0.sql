@@ -1085,7 +1085,7 @@ BEGIN
                       DETAIL = format('The namespace has %s record%s in progress, claimed under the lease; without one, nothing could take %s over until %s replay window%s ended.',
                                       records, CASE WHEN records = 1 THEN '' ELSE 's' END, CASE WHEN records = 1 THEN 'it' ELSE 'them' END,
                                       CASE WHEN records = 1 THEN 'its' ELSE 'their' END, CASE WHEN records = 1 THEN '' ELSE 's' END),
-                      HINT = 'Let the records in progress be finished or taken over, or end them with idem_fail_transient; then remove the lease.';
+                      HINT = 'Let the records in progress be finished or taken over, or end them with idem_fail_transient (a first attempt without a recovery point) or idem_release_key; then remove the lease.';
         END IF;
     END IF;
     IF NOT keeps_requests THEN
