@@ -21,11 +21,11 @@ OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 PG_CONFIG ?= pg_config
 
 # pg_regress: sql/NAME.sql against expected/NAME.out, in this order.
-REGRESS = setup namespace mint parse canonical store direct bound_store typed registry settings bad_input stats release extend_lease recovery http parallel usage readme scope squat update_keys default_privileges
+REGRESS = setup namespace mint parse canonical store direct bound_store typed registry settings bad_input stats release extend_lease recovery batch http parallel usage readme scope squat update_keys default_privileges
 
 
 # isolationtester: test/isolation/specs/NAME.spec against test/isolation/expected/NAME.out.
-ISOLATION = mint_sessions store_concurrency store_purge purge_direct lease_takeover namespace_admin lock_tags bound_store first_look held_claims
+ISOLATION = mint_sessions store_concurrency store_purge purge_direct lease_takeover namespace_admin lock_tags bound_store first_look held_claims batch
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=idempotency
 
 # C++17, every warning an error; PostgreSQL's headers as system headers so

@@ -151,6 +151,83 @@ BEGIN
 END;
 $$;
 
+-- Many keys of one namespace in one call (a queue consumer's batch): each
+-- key begun as idem_begin begins it, with the request at the same place in
+-- requests, one outcome per key in the keys' order (use WITH ORDINALITY). A
+-- key given twice is begun twice, the second time after the first. The keys
+-- are begun in the order of their bytes, so two batches with keys in common
+-- cannot deadlock; in_flight_wait bounds the whole call. At most 10000 keys.
+CREATE FUNCTION idem_begin_batch(namespace text, keys text[], requests jsonb[], replay_window interval DEFAULT NULL,
+                                 in_flight_wait interval DEFAULT NULL)
+RETURNS SETOF @extschema@.idem_outcome
+AS 'MODULE_PATHNAME', 'idem_begin_batch'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+COMMENT ON FUNCTION idem_begin_batch(text, text[], jsonb[], interval, interval) IS
+'idem_begin for many keys of one namespace: one outcome per key, in the keys'' order';
+
+-- The entry points of a store distributed by namespace include a batch begin.
+CREATE OR REPLACE FUNCTION idem_create_entry_points(store regclass)
+RETURNS SETOF regprocedure
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    routing text := @extschema@.idem_store_distribution(store);
+    schema_name text;
+    table_name text;
+    f record;
+    made regprocedure;
+BEGIN
+    IF store IS NULL THEN
+        RAISE EXCEPTION 'idempotency store must not be null' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF routing IS NULL OR routing = 'other' THEN
+        RAISE EXCEPTION '% is not a store Citus distributes by key_value or by namespace', store
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Distribute it first: SELECT create_distributed_table(''' || store::text || ''', ''key_value'') (docs/scale-out.md).';
+    END IF;
+    SELECT n.nspname, t.relname INTO schema_name, table_name
+    FROM pg_class t JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.oid = store;
+    IF octet_length(table_name || '_fail_permanent') > 63 THEN
+        RAISE EXCEPTION 'the name of store % is too long for its entry points', store
+            USING ERRCODE = 'name_too_long',
+                  DETAIL = format('%s would be longer than 63 bytes, which PostgreSQL would shorten: two entry points could get one name.',
+                                  table_name || '_fail_permanent'),
+                  HINT = 'Give the table a name of at most 48 bytes (ALTER TABLE ... RENAME TO).';
+    END IF;
+    FOR f IN
+        SELECT * FROM (VALUES
+            ('begin', 'namespace text, key text, request jsonb, replay_window interval DEFAULT NULL, in_flight_wait interval DEFAULT NULL',
+             'text,text,jsonb,interval,interval', '@extschema@.idem_outcome',
+             'RETURN @extschema@.idem_begin(namespace, key, request, replay_window, in_flight_wait);'),
+            ('commit', 'namespace text, key text, result jsonb, fence bigint DEFAULT NULL',
+             'text,text,jsonb,bigint', 'void', 'PERFORM @extschema@.idem_commit(namespace, key, result, fence);'),
+            ('fail_permanent', 'namespace text, key text, error jsonb, fence bigint DEFAULT NULL',
+             'text,text,jsonb,bigint', 'void', 'PERFORM @extschema@.idem_fail_permanent(namespace, key, error, fence);'),
+            ('fail_transient', 'namespace text, key text, fence bigint DEFAULT NULL',
+             'text,text,bigint', 'void', 'PERFORM @extschema@.idem_fail_transient(namespace, key, fence);'),
+            -- A batch's keys are on one node only in a store distributed by
+            -- namespace (one tenant's keys); it answers an array, so that
+            -- Citus delegates the call as it delegates the others.
+            ('begin_batch', 'namespace text, keys text[], requests jsonb[], replay_window interval DEFAULT NULL, in_flight_wait interval DEFAULT NULL',
+             'text,text[],jsonb[],interval,interval', '@extschema@.idem_outcome[]',
+             'RETURN ARRAY(SELECT o FROM @extschema@.idem_begin_batch(namespace, keys, requests, replay_window, in_flight_wait) o);'))
+            AS v(operation, arguments, types, returns, body)
+        WHERE v.operation <> 'begin_batch' OR routing = 'namespace'
+    LOOP
+        EXECUTE format('CREATE FUNCTION %I.%I(%s) RETURNS %s LANGUAGE plpgsql VOLATILE AS %L',
+                       schema_name, table_name || '_' || f.operation, f.arguments, f.returns,
+                       'BEGIN ' || f.body || ' END');
+        made := format('%I.%I(%s)', schema_name, table_name || '_' || f.operation, f.types)::regprocedure;
+        PERFORM create_distributed_function(made,
+                                            CASE routing WHEN 'key_value' THEN 'key' ELSE 'namespace' END,
+                                            colocate_with := store::text, force_delegation := true);
+        RETURN NEXT made;
+    END LOOP;
+END;
+$$;
+
 -- A holder's recovery point: the phase its work has completed (point) and
 -- what a later attempt needs to resume after it (state, say the payment
 -- provider's charge id), recorded with the claim in the caller's
@@ -387,6 +464,7 @@ BEGIN
                                             '@extschema@.idem_stats_recovery()'::pg_catalog.regprocedure,
                                             '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure))))
           AND d.objid IN ('@extschema@.idem_record_point(text,text,bigint,text,jsonb)'::pg_catalog.regprocedure,
+                          '@extschema@.idem_begin_batch(text,text[],jsonb[],interval,interval)'::pg_catalog.regprocedure,
                           '@extschema@.idem_stats_recovery()'::pg_catalog.regprocedure)
     LOOP
         EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %I', x.privilege_type, x.kind, x.name, x.rolname);

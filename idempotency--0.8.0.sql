@@ -196,6 +196,21 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idem_begin(text, text, jsonb, interval, interval) IS
 'Starts an idempotent operation: fresh (go ahead), in_flight, prior_result, prior_error or mismatch';
 
+-- Many keys of one namespace in one call (a queue consumer's batch): each
+-- key begun as idem_begin begins it, with the request at the same place in
+-- requests, one outcome per key in the keys' order (use WITH ORDINALITY). A
+-- key given twice is begun twice, the second time after the first. The keys
+-- are begun in the order of their bytes, so two batches with keys in common
+-- cannot deadlock; in_flight_wait bounds the whole call. At most 10000 keys.
+CREATE FUNCTION idem_begin_batch(namespace text, keys text[], requests jsonb[], replay_window interval DEFAULT NULL,
+                                 in_flight_wait interval DEFAULT NULL)
+RETURNS SETOF @extschema@.idem_outcome
+AS 'MODULE_PATHNAME', 'idem_begin_batch'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+COMMENT ON FUNCTION idem_begin_batch(text, text[], jsonb[], interval, interval) IS
+'idem_begin for many keys of one namespace: one outcome per key, in the keys'' order';
+
 -- The transitions may take the fence that idem_begin answered with fresh:
 -- when given, they act only while the record is still that claim's, so a
 -- caller whose lease ran out cannot finish or forget a record another has
@@ -1582,8 +1597,15 @@ BEGIN
             ('fail_permanent', 'namespace text, key text, error jsonb, fence bigint DEFAULT NULL',
              'text,text,jsonb,bigint', 'void', 'PERFORM @extschema@.idem_fail_permanent(namespace, key, error, fence);'),
             ('fail_transient', 'namespace text, key text, fence bigint DEFAULT NULL',
-             'text,text,bigint', 'void', 'PERFORM @extschema@.idem_fail_transient(namespace, key, fence);'))
+             'text,text,bigint', 'void', 'PERFORM @extschema@.idem_fail_transient(namespace, key, fence);'),
+            -- A batch's keys are on one node only in a store distributed by
+            -- namespace (one tenant's keys); it answers an array, so that
+            -- Citus delegates the call as it delegates the others.
+            ('begin_batch', 'namespace text, keys text[], requests jsonb[], replay_window interval DEFAULT NULL, in_flight_wait interval DEFAULT NULL',
+             'text,text[],jsonb[],interval,interval', '@extschema@.idem_outcome[]',
+             'RETURN ARRAY(SELECT o FROM @extschema@.idem_begin_batch(namespace, keys, requests, replay_window, in_flight_wait) o);'))
             AS v(operation, arguments, types, returns, body)
+        WHERE v.operation <> 'begin_batch' OR routing = 'namespace'
     LOOP
         EXECUTE format('CREATE FUNCTION %I.%I(%s) RETURNS %s LANGUAGE plpgsql VOLATILE AS %L',
                        schema_name, table_name || '_' || f.operation, f.arguments, f.returns,

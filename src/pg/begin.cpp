@@ -14,8 +14,10 @@ extern "C" {
 #include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
+#include "utils/array.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 }
@@ -155,12 +157,15 @@ Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p, TimestampTz 
   return o;
 }
 
-Datum to_datum(FunctionCallInfo fcinfo, Outcome& o) {
+// The answer as a tuple of the function's result type, counted.
+HeapTuple to_tuple(FunctionCallInfo fcinfo, Outcome& o) {
   OutcomeType& t = outcome_type(fcinfo);
   o.values[f_kind] = t.kinds[o.kind], o.nulls[f_kind] = false;
   pg::count(static_cast<pg::Counter>(pg::begin_fresh + o.kind));
-  return HeapTupleGetDatum(heap_form_tuple(t.desc, o.values, o.nulls));
+  return heap_form_tuple(t.desc, o.values, o.nulls);
 }
+
+Datum to_datum(FunctionCallInfo fcinfo, Outcome& o) { return HeapTupleGetDatum(to_tuple(fcinfo, o)); }
 
 // Whether a window (no field negative) is at least interval '10000 years',
 // measured as interval comparison does (30-day months, 24-hour days): far
@@ -399,6 +404,13 @@ Outcome finished_outcome(const pg::Probe& p, Datum submitted, const pg::Policy& 
   return o;
 }
 
+// How long a batch waits for holders: its in-flight wait, and the deadline
+// of the whole call (0: no wait).
+struct Wait {
+  int64 ms;
+  TimestampTz deadline;
+};
+
 // The body of every entry point (see below). A committed or failed record
 // that no running transaction is changing is final: its replay (or
 // mismatch) is answered from a first look, without the namespace's or the
@@ -410,11 +422,11 @@ Outcome finished_outcome(const pg::Probe& p, Datum submitted, const pg::Policy& 
 // mismatch when its request hash differs; an abandoned in_progress row is
 // taken over (fresh, with the next attempt number and a new fence).
 // Nothing about the namespace's records is read before the caller is
-// authorized for it.
-Datum begin(FunctionCallInfo fcinfo) {
-  text* ns = pg::namespace_arg(fcinfo, 0);
-  text* given_key = pg::key_arg(fcinfo, 1);
-  Jsonb* request = pg::payload_arg(fcinfo, 2, "request");
+// authorized for it. given_key is the caller's key (trimmed and checked);
+// fcinfo's arguments 3 and 4 are the replay window and the in-flight wait,
+// read where a single call reads them (a batch passes its wait and the
+// deadline of the whole call).
+Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* request, const Wait* batch_wait) {
   // RowExclusiveLock on the table, as INSERT ... ON CONFLICT takes it, when
   // the begin may write: taking it only after the probe (a lock upgrade)
   // could deadlock with REINDEX or CREATE INDEX. A read-only transaction (a
@@ -436,7 +448,7 @@ Datum begin(FunctionCallInfo fcinfo) {
     // The checks in the order of 0.5.0's (the caller's grant, the
     // arguments), so that every error is the one it was.
     submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
-    wait_ms = in_flight_wait_ms(fcinfo, 4);
+    wait_ms = batch_wait != nullptr ? batch_wait->ms : in_flight_wait_ms(fcinfo, 4);
     opened = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, "begin"});
     opened_for = policy.store, opened_hashed = policy.hash_keys;
     const pg::Probe p = pg::probe_key(opened, ns, a.key, given_key);
@@ -448,7 +460,7 @@ Datum begin(FunctionCallInfo fcinfo) {
       const pg::Policy now = pg::authorize(ns);
       if (now.store == policy.store && now.hash_keys == policy.hash_keys) {
         Outcome o = finished_outcome(p, submitted, now);
-        return to_datum(fcinfo, o);
+        return o;
       }
     }
   }
@@ -471,7 +483,9 @@ Datum begin(FunctionCallInfo fcinfo) {
   Interval* window = a.window;
   text* key = a.key;
   // Read the clock only when a wait is configured: most begins never wait.
-  const TimestampTz deadline = wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0;
+  const TimestampTz deadline = batch_wait != nullptr ? batch_wait->deadline
+                               : wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms)
+                                             : 0;
 
   // The version of an abandoned record whose takeover found it locked by
   // another transaction (see below); 0: none.
@@ -497,11 +511,11 @@ Datum begin(FunctionCallInfo fcinfo) {
       pg::unlock_key(lock);
       if (pg::same_bytes(own->request_hash, DatumGetByteaPP(submitted))) {
         Outcome o = outcome(in_flight, submitted);
-        return to_datum(fcinfo, o);
+        return o;
       }
       Outcome o = mismatch_outcome(submitted, PointerGetDatum(own->request_hash), PointerGetDatum(own->request),
                                    own->request == nullptr, policy);
-      return to_datum(fcinfo, o);
+      return o;
     }
     pg::Probe p = pg::probe_key(store, ns, key, given_key);
     const TimestampTz now = GetCurrentTimestamp();
@@ -529,7 +543,7 @@ Datum begin(FunctionCallInfo fcinfo) {
                                  DatumGetByteaPP(submitted), policy.store_request ? request : nullptr};
         pg::claim_held(ns, key, policy.hash_keys, held);
         Outcome o = fresh_outcome(submitted, 1, fence, false, policy, now, false, nothing_recovered);
-        return to_datum(fcinfo, o);
+        return o;
       }
       if (store.direct) {
         fence = Int64GetDatum(pg::insert_claim(store, ns, key, submitted, policy.store_request ? request : nullptr,
@@ -547,7 +561,7 @@ Datum begin(FunctionCallInfo fcinfo) {
       if (locked) pg::unlock_key(lock);
       if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
       Outcome o = fresh_outcome(submitted, 1, fence, fence_null, policy, now, false, nothing_recovered);
-      return to_datum(fcinfo, o);
+      return o;
     }
     const bool same_request = p.found == pg::Found::row && pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted));
     if (locked && same_request && p.status == 'i' && !p.own && pg::registry().installed && now >= pg::takeover_from(p, policy) &&
@@ -581,7 +595,7 @@ Datum begin(FunctionCallInfo fcinfo) {
       pg::count(pg::takeovers);
       const Recovered recovered{taken[1], taken[2], none[1], none[2]};
       Outcome o = fresh_outcome(submitted, DatumGetInt32(taken[0]), fence, !fenced, policy, now, true, recovered);
-      return to_datum(fcinfo, o);
+      return o;
     }
     if (locked) pg::unlock_key(lock);
 
@@ -593,19 +607,150 @@ Datum begin(FunctionCallInfo fcinfo) {
         continue;  // the holder ended (or time is up): look again
       }
       Outcome o = in_flight_outcome(submitted, p, now, policy);
-      return to_datum(fcinfo, o);
+      return o;
     }
 
     if (same_request && p.status == 'i') {  // committed by a transaction that has not finished the work
       Outcome o = in_flight_outcome(submitted, p, now, policy);
-      return to_datum(fcinfo, o);
+      return o;
     }
     Outcome o = finished_outcome(p, submitted, policy);
-    return to_datum(fcinfo, o);
+    return o;
   }
 }
 
+// The entry points' body: one key, its arguments in fcinfo.
+Datum begin(FunctionCallInfo fcinfo) {
+  text* ns = pg::namespace_arg(fcinfo, 0);
+  text* given_key = pg::key_arg(fcinfo, 1);
+  Jsonb* request = pg::payload_arg(fcinfo, 2, "request");
+  Outcome o = begin_key(fcinfo, ns, given_key, request, nullptr);
+  return to_datum(fcinfo, o);
+}
+
+// The most keys one batch takes: its answers are kept until the last key
+// is begun (a tuple each), and its claims held to the transaction's end.
+constexpr int max_batch = 10000;
+
+// Element i of array values (nulls), for a batch: a key checked as
+// idem_parse does, or a request; an error names the element.
+text* batch_key(Datum* values, bool* nulls, int i) {
+  if (nulls[i])
+    throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency key must not be null",
+                      "Element " + std::to_string(i + 1) + " of keys is NULL; pass the keys that idem_parse or "
+                      "idem_mint produced.");
+  try {
+    return pg::key_of(DatumGetTextPP(values[i]));
+  } catch (const core::Error& e) {
+    throw core::Error(e.sqlstate(), e.message(), "Element " + std::to_string(i + 1) + " of keys: " + e.detail(),
+                      e.hint());
+  }
+}
+
+// The elements of one-dimensional array argument argno (NULL: an error
+// naming what); an array of more dimensions is refused.
+int batch_elements(FunctionCallInfo fcinfo, int argno, const char* what, Oid type, Datum** values, bool** nulls) {
+  if (PG_ARGISNULL(argno))
+    throw core::Error(core::sqlstate::invalid_parameter_value, std::string("idempotency ") + what + " must not be null",
+                      "Pass an array, one element per key.");
+  ArrayType* array = PG_GETARG_ARRAYTYPE_P(argno);
+  if (ARR_NDIM(array) > 1)
+    throw core::Error(core::sqlstate::invalid_parameter_value, std::string("idempotency ") + what +
+                          " must be a one-dimensional array",
+                      "It has " + std::to_string(ARR_NDIM(array)) + " dimensions.");
+  int16 length;
+  bool byval;
+  char align;
+  get_typlenbyvalalign(type, &length, &byval, &align);
+  int n = 0;
+  deconstruct_array(array, type, length, byval, align, values, nulls, &n);
+  return n;
+}
+
+// idem_begin_batch: each key begun as idem_begin would begin it, in the
+// order of the keys' bytes (so that two batches lock their common keys in
+// one order and cannot deadlock), the i-th request with the i-th key; the
+// answers are returned in the input's order. A key given twice is begun
+// twice, the second after the first, as two calls would. The in-flight wait
+// bounds the whole call.
+Datum begin_batch(FunctionCallInfo fcinfo) {
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) || (rsinfo->allowedModes & SFRM_Materialize) == 0)
+    throw core::Error(core::sqlstate::feature_not_supported, "idem_begin_batch cannot return its rows here",
+                      "Call it in a FROM clause: SELECT * FROM idem_begin_batch(...).");
+  text* ns = pg::namespace_arg(fcinfo, 0);
+  Datum* key_values;
+  bool* key_nulls;
+  Datum* request_values;
+  bool* request_nulls;
+  const int n = batch_elements(fcinfo, 1, "keys", TEXTOID, &key_values, &key_nulls);
+  const int requests = batch_elements(fcinfo, 2, "requests", JSONBOID, &request_values, &request_nulls);
+  if (n != requests)
+    throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency keys and requests differ in length",
+                      "There are " + std::to_string(n) + " keys and " + std::to_string(requests) +
+                          " requests; pass one request per key, in the same order.");
+  if (n > max_batch)
+    throw core::Error(core::sqlstate::program_limit_exceeded, "too many idempotency keys in one batch",
+                      "The batch has " + std::to_string(n) + " keys; at most " + std::to_string(max_batch) +
+                          " are begun in one call.",
+                      "Split it into several calls.");
+  auto* keys = static_cast<text**>(palloc(sizeof(text*) * (n > 0 ? n : 1)));
+  for (int i = 0; i < n; ++i) keys[i] = batch_key(key_values, key_nulls, i);
+  for (int i = 0; i < n; ++i)
+    if (request_nulls[i])
+      throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency request must not be null",
+                        "Element " + std::to_string(i + 1) + " of requests is NULL; use 'null'::jsonb for a JSON "
+                        "null.");
+  // A store distributed by key keeps each key on the node of its shard: no
+  // one node holds a batch's keys.
+  const pg::Policy policy = pg::authorize(ns);
+  if (pg::citus_distributes(policy.store) && pg::citus_table(policy.store).column == pg::col_key_value)
+    throw core::Error(core::sqlstate::feature_not_supported,
+                      "idem_begin_batch cannot begin keys of a store distributed by key",
+                      "The store of idempotency namespace \"" + pg::string_of(ns) +
+                          "\" is distributed by key_value: a batch's keys live on several nodes.",
+                      "Call idem_begin (its entry point) for each key, or distribute the store by namespace "
+                      "(docs/scale-out.md).");
+  const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
+  const Wait wait{wait_ms, wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0};
+
+  // The order in which the keys are begun: by their bytes, then by position.
+  auto* order = static_cast<int*>(palloc(sizeof(int) * (n > 0 ? n : 1)));
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order, order + n, [keys](int a, int b) {
+    const int la = VARSIZE_ANY_EXHDR(keys[a]), lb = VARSIZE_ANY_EXHDR(keys[b]);
+    const int c = memcmp(VARDATA_ANY(keys[a]), VARDATA_ANY(keys[b]), std::min(la, lb));
+    return c != 0 ? c < 0 : la < lb;
+  });
+
+  MemoryContext batch = CurrentMemoryContext;
+  MemoryContext per_key = AllocSetContextCreate(batch, "idem_begin_batch key", ALLOCSET_DEFAULT_SIZES);
+  auto* answers = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * (n > 0 ? n : 1)));
+  for (int k = 0; k < n; ++k) {
+    CHECK_FOR_INTERRUPTS();
+    const int i = order[k];
+    MemoryContextSwitchTo(per_key);
+    Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait);
+    MemoryContextSwitchTo(batch);
+    answers[i] = to_tuple(fcinfo, o);
+    MemoryContextReset(per_key);
+  }
+
+  MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+  Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
+  TupleDesc desc = CreateTupleDescCopy(outcome_type(fcinfo).desc);
+  MemoryContextSwitchTo(old);
+  for (int i = 0; i < n; ++i) tuplestore_puttuple(store, answers[i]);
+  rsinfo->returnMode = SFRM_Materialize;
+  rsinfo->setResult = store;
+  rsinfo->setDesc = desc;
+  return static_cast<Datum>(0);
+}
+
 }  // namespace
+
+// idem_begin_batch (0.8.0): many keys of one namespace in one call.
+IDEM_FUNCTION(idem_begin_batch) { return begin_batch(fcinfo); }
 
 // idem_begin as 0.8.0 declares it: its outcome tells a takeover from a first
 // claim, with the last recovery point, and when a lease ends. A library

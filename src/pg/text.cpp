@@ -47,8 +47,10 @@ text* key_arg(FunctionCallInfo fcinfo, int argno) {
   if (PG_ARGISNULL(argno))
     throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency key must not be null",
                       "Pass the key that idem_parse or idem_mint produced.");
-  return text_of_utf8(core::parse_key(utf8_of(PG_GETARG_TEXT_PP(argno))));
+  return key_of(PG_GETARG_TEXT_PP(argno));
 }
+
+text* key_of(const text* raw) { return text_of_utf8(core::parse_key(utf8_of(raw))); }
 
 Jsonb* payload_arg(FunctionCallInfo fcinfo, int argno, const char* what) {
   if (PG_ARGISNULL(argno))

@@ -41,6 +41,9 @@ text* namespace_arg(FunctionCallInfo fcinfo, int argno);
 // in the database encoding.
 text* key_arg(FunctionCallInfo fcinfo, int argno);
 
+// The same for a key that is not an argument (an element of an array).
+text* key_of(const text* raw);
+
 // Reads argument argno as a jsonb payload; NULL is an error naming what.
 Jsonb* payload_arg(FunctionCallInfo fcinfo, int argno, const char* what);
 

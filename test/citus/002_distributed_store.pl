@@ -475,6 +475,22 @@ is($out, "fresh\n\nprior_result {\"order\": 1}", 'tenant store: fresh, then the 
 is(prepared_count(), $before, '  the record and the tenant\'s order commit in one phase');
 like($coordinator->safe_psql($db, q{SELECT key_value FROM shop.tenant_records WHERE namespace = 'acme'}),
 	qr/^[0-9a-f]{64}$/, '  with the key hashed');
+# A batch of one tenant's keys, through its entry point (delegated to the
+# tenant's node as the others are): the replay, a new key, the new key again
+# (in flight: this call's claim), in the input's order.
+($out, $err) = as_app($workers[0], q{
+	SELECT shop.tenant_records_begin_batch('acme', ARRAY['order-1', 'order-2', 'order-2'],
+	                                       ARRAY['{"sku": 1}', '{"sku": 2}', '{"sku": 2}']::jsonb[]);});
+like($out, qr/^\{"\(prior_result,.*\)","\(fresh,.*\)","\(in_flight,.*\)"\}$/,
+	'tenant store: a batch through its entry point answers each key in order');
+# A store distributed by key has no batch entry point, and idem_begin_batch
+# refuses it: a batch's keys would be on several nodes.
+is($coordinator->safe_psql($db, q{SELECT count(*) FROM pg_proc WHERE proname = 'idem_records_begin_batch'}), '0',
+	'store distributed by key: no batch entry point');
+($ret, $o, $e) = $coordinator->psql($db, q{SELECT * FROM idempotency.idem_begin_batch('pay', ARRAY['a'], ARRAY['{}']::jsonb[])},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($e, qr/ERROR:  0A000: idem_begin_batch cannot begin keys of a store distributed by key/,
+	'store distributed by key: idem_begin_batch is refused');
 
 # 13. From a single server, two ways: a namespace whose records are in the
 #     extension's table on the coordinator moves to the distributed store
