@@ -479,10 +479,12 @@ like($coordinator->safe_psql($db, q{SELECT key_value FROM shop.tenant_records WH
 # tenant's node as the others are): the replay, a new key, the new key again
 # (in flight: this call's claim), in the input's order.
 ($out, $err) = as_app($workers[0], q{
+	BEGIN;
 	SELECT shop.tenant_records_begin_batch('acme', ARRAY['order-1', 'order-2', 'order-2'],
-	                                       ARRAY['{"sku": 1}', '{"sku": 2}', '{"sku": 2}']::jsonb[]);});
+	                                       ARRAY['{"sku": 1}', '{"sku": 2}', '{"sku": 2}']::jsonb[]);
+	ROLLBACK;});
 like($out, qr/^\{"\(prior_result,.*\)","\(fresh,.*\)","\(in_flight,.*\)"\}$/,
-	'tenant store: a batch through its entry point answers each key in order');
+	'tenant store: a batch through its entry point answers each key in order') or diag($err);
 # A store distributed by key has no batch entry point, and idem_begin_batch
 # refuses it: a batch's keys would be on several nodes.
 is($coordinator->safe_psql($db, q{SELECT count(*) FROM pg_proc WHERE proname = 'idem_records_begin_batch'}), '0',
