@@ -1557,7 +1557,10 @@ REVOKE ALL ON FUNCTION idem_distribute_registry() FROM PUBLIC;
 -- shard that its key (or namespace) routes to, inside a transaction block
 -- too (force_delegation). <table>_begin, <table>_commit,
 -- <table>_fail_permanent and <table>_fail_transient take the arguments of
--- idem_begin, idem_commit, idem_fail_permanent and idem_fail_transient.
+-- idem_begin, idem_commit, idem_fail_permanent and idem_fail_transient; on
+-- a store distributed by namespace, <table>_begin_batch those of
+-- idem_begin_batch (0.8.0). Those that exist are kept: called again after
+-- an update, it makes the ones the new release adds.
 CREATE FUNCTION idem_create_entry_points(store regclass)
 RETURNS SETOF regprocedure
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -1607,6 +1610,12 @@ BEGIN
             AS v(operation, arguments, types, returns, body)
         WHERE v.operation <> 'begin_batch' OR routing = 'namespace'
     LOOP
+        -- One made before (by an earlier release, which made fewer): kept.
+        made := to_regprocedure(format('%I.%I(%s)', schema_name, table_name || '_' || f.operation, f.types));
+        IF made IS NOT NULL THEN
+            RETURN NEXT made;
+            CONTINUE;
+        END IF;
         EXECUTE format('CREATE FUNCTION %I.%I(%s) RETURNS %s LANGUAGE plpgsql VOLATILE AS %L',
                        schema_name, table_name || '_' || f.operation, f.arguments, f.returns,
                        'BEGIN ' || f.body || ' END');

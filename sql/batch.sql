@@ -49,6 +49,10 @@ SELECT * FROM idem_begin_batch('q', array_fill('k'::text, ARRAY[10001]), array_f
 SELECT * FROM idem_begin_batch(NULL, ARRAY['a'], ARRAY['{}']::jsonb[]);
 SELECT * FROM idem_begin_batch('q', ARRAY['a'], ARRAY['{}']::jsonb[], in_flight_wait => '-1 second');
 SELECT * FROM idem_begin_batch('q', ARRAY['a'], ARRAY['{}']::jsonb[], replay_window => '0');
+SELECT * FROM idem_begin_batch('q', ARRAY[]::text[], ARRAY[]::jsonb[], replay_window => '0');
+SELECT namespace FROM idem_namespace_configure('q', max_payload_bytes => 64);
+SELECT * FROM idem_begin_batch('q', ARRAY['a', 'b'], ARRAY['{}', jsonb_build_object('s', repeat('x', 100))]);
+SELECT namespace FROM idem_namespace_configure('q');
 CREATE ROLE regress_idem_batch_outsider;
 GRANT USAGE ON SCHEMA idempotency TO regress_idem_batch_outsider;
 SET ROLE regress_idem_batch_outsider;

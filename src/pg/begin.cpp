@@ -57,11 +57,12 @@ enum Field { f_kind, f_result, f_error, f_recorded_request, f_recorded_hash, f_s
 // The outcome's tuple descriptor and enum label OIDs, kept for the backend
 // rather than in fn_extra: a prepared statement gets a new FmgrInfo for every
 // execution, so fn_extra would be rebuilt on every call (about 5,000
-// instructions). They are the last function's, valid while the type cache
-// describes its result type as it did (tupDesc_identifier changes when the
-// type does, as an update script's ALTER TYPE changes it).
+// instructions). They are of the last result type seen (idem_begin and
+// idem_begin_batch share it), valid while the type cache describes it as it
+// did (tupDesc_identifier changes when the type does, as an update
+// script's ALTER TYPE changes it).
 struct OutcomeType {
-  Oid function;
+  Oid type;  // idem_outcome's OID (idem_begin's and idem_begin_batch's result)
   uint64 identifier;
   TupleDesc desc;  // in TopMemoryContext; nullptr until built
   Datum kinds[kind_count];
@@ -74,7 +75,7 @@ OutcomeType& outcome_type(FunctionCallInfo fcinfo) {
   TypeCacheEntry* type = lookup_type_cache(get_func_rettype(function), TYPECACHE_TUPDESC);
   if (type->tupDesc == nullptr)
     throw core::Error(core::sqlstate::internal_error, "idem_begin must return idem_outcome");
-  if (kept.desc != nullptr && kept.function == function && kept.identifier == type->tupDesc_identifier)
+  if (kept.desc != nullptr && kept.type == type->type_id && kept.identifier == type->tupDesc_identifier)
     return kept;
   // A type with more columns than this library knows would be formed from
   // values past the end of Outcome's arrays (docs/internals.md, "Entry
@@ -91,7 +92,7 @@ OutcomeType& outcome_type(FunctionCallInfo fcinfo) {
   TupleDesc desc = BlessTupleDesc(CreateTupleDescCopy(type->tupDesc));
   MemoryContextSwitchTo(old);
   if (kept.desc != nullptr) FreeTupleDesc(kept.desc);
-  kept.function = function, kept.identifier = identifier, kept.desc = desc;
+  kept.type = type->type_id, kept.identifier = identifier, kept.desc = desc;
   std::copy(kinds, kinds + kind_count, kept.kinds);
   return kept;
 }
@@ -404,12 +405,18 @@ Outcome finished_outcome(const pg::Probe& p, Datum submitted, const pg::Policy& 
   return o;
 }
 
-// How long a batch waits for holders: its in-flight wait, and the deadline
-// of the whole call (0: no wait).
+// What a batch passes for each of its keys: its in-flight wait and the
+// deadline of the whole call (0: no wait), and its names for messages.
 struct Wait {
   int64 ms;
   TimestampTz deadline;
 };
+struct Names {
+  const char* function;     // the SQL function, for a read-only transaction's hint
+  const char* entry_point;  // the Citus entry point's suffix (<table>_begin)
+};
+constexpr Names single_names{"idem_begin", "begin"};
+constexpr Names batch_names{"idem_begin_batch", "begin_batch"};
 
 // The body of every entry point (see below). A committed or failed record
 // that no running transaction is changing is final: its replay (or
@@ -426,7 +433,8 @@ struct Wait {
 // fcinfo's arguments 3 and 4 are the replay window and the in-flight wait,
 // read where a single call reads them (a batch passes its wait and the
 // deadline of the whole call).
-Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* request, const Wait* batch_wait) {
+Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* request, const Wait* batch_wait,
+                  const Names& names) {
   // RowExclusiveLock on the table, as INSERT ... ON CONFLICT takes it, when
   // the begin may write: taking it only after the probe (a lock upgrade)
   // could deadlock with REINDEX or CREATE INDEX. A read-only transaction (a
@@ -449,7 +457,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
     // arguments), so that every error is the one it was.
     submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
     wait_ms = batch_wait != nullptr ? batch_wait->ms : in_flight_wait_ms(fcinfo, 4);
-    opened = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, "begin"});
+    opened = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, names.entry_point});
     opened_for = policy.store, opened_hashed = policy.hash_keys;
     const pg::Probe p = pg::probe_key(opened, ns, a.key, given_key);
     if (p.found == pg::Found::row && p.status != 'i') {
@@ -502,7 +510,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
     LOCKTAG lock;
     const bool locked = pg::try_lock_key(ns, key, &lock);
     const pg::Store store =
-        reuse ? opened : pg::open_store(ns, policy.store, table_lock, pg::Call{key, policy.hash_keys, "begin"});
+        reuse ? opened : pg::open_store(ns, policy.store, table_lock, pg::Call{key, policy.hash_keys, names.entry_point});
     reuse = false;
     const bool fenced = store.fenced;
     // This transaction's own claim, held by the lock alone: in flight, as its
@@ -531,7 +539,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
       p.began_known = false;
     }
     if (p.found == pg::Found::nothing) {
-      pg::require_read_write(given_key, "idem_begin", "begin");
+      pg::require_read_write(given_key, names.function, "begin");
       Datum fence = 0;
       if (holding && store.own && store.direct && !pg::citus_distributes(policy.store) &&
           pg::held_locks() < held_limit()) {
@@ -566,7 +574,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
     const bool same_request = p.found == pg::Found::row && pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted));
     if (locked && same_request && p.status == 'i' && !p.own && pg::registry().installed && now >= pg::takeover_from(p, policy) &&
         p.updated_at != locked_version) {
-      pg::require_read_write(given_key, "idem_begin", "begin");
+      pg::require_read_write(given_key, names.function, "begin");
       const Datum fence = fenced ? Int64GetDatum(pg::draw_fence()) : 0;
       const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),
                                IntervalPGetDatum(window), TimestampTzGetDatum(now),
@@ -624,7 +632,7 @@ Datum begin(FunctionCallInfo fcinfo) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   Jsonb* request = pg::payload_arg(fcinfo, 2, "request");
-  Outcome o = begin_key(fcinfo, ns, given_key, request, nullptr);
+  Outcome o = begin_key(fcinfo, ns, given_key, request, nullptr, single_names);
   return to_datum(fcinfo, o);
 }
 
@@ -658,6 +666,11 @@ int batch_elements(FunctionCallInfo fcinfo, int argno, const char* what, Oid typ
     throw core::Error(core::sqlstate::invalid_parameter_value, std::string("idempotency ") + what +
                           " must be a one-dimensional array",
                       "It has " + std::to_string(ARR_NDIM(array)) + " dimensions.");
+  if (ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)) > max_batch)
+    throw core::Error(core::sqlstate::program_limit_exceeded, "too many idempotency keys in one batch",
+                      "The batch has " + std::to_string(ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array))) + " " +
+                          what + "; at most " + std::to_string(max_batch) + " keys are begun in one call.",
+                      "Split it into several calls.");
   int16 length;
   bool byval;
   char align;
@@ -689,11 +702,6 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
     throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency keys and requests differ in length",
                       "There are " + std::to_string(n) + " keys and " + std::to_string(requests) +
                           " requests; pass one request per key, in the same order.");
-  if (n > max_batch)
-    throw core::Error(core::sqlstate::program_limit_exceeded, "too many idempotency keys in one batch",
-                      "The batch has " + std::to_string(n) + " keys; at most " + std::to_string(max_batch) +
-                          " are begun in one call.",
-                      "Split it into several calls.");
   auto* keys = static_cast<text**>(palloc(sizeof(text*) * (n > 0 ? n : 1)));
   for (int i = 0; i < n; ++i) keys[i] = batch_key(key_values, key_nulls, i);
   for (int i = 0; i < n; ++i)
@@ -711,8 +719,25 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
                           "\" is distributed by key_value: a batch's keys live on several nodes.",
                       "Call idem_begin (its entry point) for each key, or distribute the store by namespace "
                       "(docs/scale-out.md).");
+  // Every argument checked before any key is begun (each key checks them
+  // again as it is begun, as idem_begin does): the window, each request's
+  // size, the wait.
+  (void)replay_window(fcinfo, 3, policy, ns);
+  for (int i = 0; i < n; ++i) {
+    try {
+      pg::check_payload_size(DatumGetJsonbP(request_values[i]), "request", ns, policy);
+    } catch (const core::Error& e) {
+      throw core::Error(e.sqlstate(), e.message(), "Element " + std::to_string(i + 1) + " of requests: " + e.detail(),
+                        e.hint());
+    }
+  }
   const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
   const Wait wait{wait_ms, wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0};
+  // The namespace's lock first, holding no lock of the store's: each key's
+  // first look keeps its table locks to the end of the call, and a key
+  // waiting for the namespace's lock while holding them could deadlock with
+  // the change that holds it and alters the table (begin_key's reasoning).
+  if (n > 0) pg::lock_namespace(ns, ShareLock);
 
   // The order in which the keys are begun: by their bytes, then by position.
   auto* order = static_cast<int*>(palloc(sizeof(int) * (n > 0 ? n : 1)));
@@ -730,7 +755,7 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
     CHECK_FOR_INTERRUPTS();
     const int i = order[k];
     MemoryContextSwitchTo(per_key);
-    Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait);
+    Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names);
     MemoryContextSwitchTo(batch);
     answers[i] = to_tuple(fcinfo, o);
     MemoryContextReset(per_key);

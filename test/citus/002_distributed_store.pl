@@ -485,6 +485,16 @@ like($coordinator->safe_psql($db, q{SELECT key_value FROM shop.tenant_records WH
 	ROLLBACK;});
 like($out, qr/^\{"\(prior_result,.*\)","\(fresh,.*\)","\(in_flight,.*\)"\}$/,
 	'tenant store: a batch through its entry point answers each key in order') or diag($err);
+# Called again (after an update that adds an entry point, say), it keeps
+# the ones that exist and makes what is missing.
+$coordinator->safe_psql($db, q{DROP FUNCTION shop.tenant_records_begin_batch(text, text[], jsonb[], interval, interval)});
+is($coordinator->safe_psql($db, q{SET ROLE app; SELECT count(*) FROM idempotency.idem_create_entry_points('shop.tenant_records')}),
+	'5', 'tenant store: idem_create_entry_points again keeps the four and makes the batch\'s again');
+($out, $err) = as_app($workers[1], q{
+	BEGIN;
+	SELECT shop.tenant_records_begin_batch('acme', ARRAY['order-1'], ARRAY['{"sku": 1}']::jsonb[]);
+	ROLLBACK;});
+like($out, qr/^\{"\(prior_result,/, '  and the batch entry point made again works') or diag($err);
 # A store distributed by key has no batch entry point, and idem_begin_batch
 # refuses it: a batch's keys would be on several nodes.
 is($coordinator->safe_psql($db, q{SELECT count(*) FROM pg_proc WHERE proname = 'idem_records_begin_batch'}), '0',
