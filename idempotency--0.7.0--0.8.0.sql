@@ -216,16 +216,24 @@ BEGIN
             AS v(operation, arguments, types, returns, body)
         WHERE v.operation <> 'begin_batch' OR routing = 'namespace'
     LOOP
-        -- One made before (by an earlier release, which made fewer): kept.
+        -- One made before (by an earlier release, which made fewer) is kept,
+        -- and distributed again; any other function of that name is refused.
         made := to_regprocedure(format('%I.%I(%s)', schema_name, table_name || '_' || f.operation, f.types));
-        IF made IS NOT NULL THEN
-            RETURN NEXT made;
-            CONTINUE;
+        IF made IS NULL THEN
+            EXECUTE format('CREATE FUNCTION %I.%I(%s) RETURNS %s LANGUAGE plpgsql VOLATILE AS %L',
+                           schema_name, table_name || '_' || f.operation, f.arguments, f.returns,
+                           'BEGIN ' || f.body || ' END');
+            made := format('%I.%I(%s)', schema_name, table_name || '_' || f.operation, f.types)::regprocedure;
+        ELSIF NOT EXISTS (SELECT FROM pg_proc p
+                          WHERE p.oid = made AND p.proowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user)
+                            AND p.prorettype = f.returns::regtype
+                            AND p.prolang = (SELECT l.oid FROM pg_language l WHERE l.lanname = 'plpgsql')
+                            AND p.prosrc = 'BEGIN ' || f.body || ' END') THEN
+            RAISE EXCEPTION 'function % already exists and is not the entry point idem_create_entry_points makes', made
+                USING ERRCODE = 'duplicate_function',
+                      DETAIL = 'It has another owner, return type, language or body: calls to it would not reach the store.',
+                      HINT = 'Drop or rename it, then call idem_create_entry_points again.';
         END IF;
-        EXECUTE format('CREATE FUNCTION %I.%I(%s) RETURNS %s LANGUAGE plpgsql VOLATILE AS %L',
-                       schema_name, table_name || '_' || f.operation, f.arguments, f.returns,
-                       'BEGIN ' || f.body || ' END');
-        made := format('%I.%I(%s)', schema_name, table_name || '_' || f.operation, f.types)::regprocedure;
         PERFORM create_distributed_function(made,
                                             CASE routing WHEN 'key_value' THEN 'key' ELSE 'namespace' END,
                                             colocate_with := store::text, force_delegation := true);

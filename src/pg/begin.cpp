@@ -432,9 +432,13 @@ constexpr Names batch_names{"idem_begin_batch", "begin_batch"};
 // authorized for it. given_key is the caller's key (trimmed and checked);
 // fcinfo's arguments 3 and 4 are the replay window and the in-flight wait,
 // read where a single call reads them (a batch passes its wait and the
-// deadline of the whole call).
+// deadline of the whole call). undecided, when given, asks for the first
+// look alone (a batch's first pass): it answers a final record's replay or
+// mismatch, or sets *undecided; either way it gives back the look's locks
+// on the store, so that the batch waits for the namespace's lock holding
+// none of them.
 Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* request, const Wait* batch_wait,
-                  const Names& names) {
+                  const Names& names, bool* undecided = nullptr) {
   // RowExclusiveLock on the table, as INSERT ... ON CONFLICT takes it, when
   // the begin may write: taking it only after the probe (a lock upgrade)
   // could deadlock with REINDEX or CREATE INDEX. A read-only transaction (a
@@ -468,9 +472,15 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
       const pg::Policy now = pg::authorize(ns);
       if (now.store == policy.store && now.hash_keys == policy.hash_keys) {
         Outcome o = finished_outcome(p, submitted, now);
+        if (undecided != nullptr) pg::release_store(opened, table_lock);
         return o;
       }
     }
+  }
+  if (undecided != nullptr) {
+    pg::release_store(opened, table_lock);
+    *undecided = true;
+    return outcome(in_flight, submitted);  // not an answer: the key is begun in the second pass
   }
   // A caller not granted the namespace was refused above, before it could
   // take the namespace's lock, whose tag would show a pg_locks reader which
@@ -680,6 +690,28 @@ int batch_elements(FunctionCallInfo fcinfo, int argno, const char* what, Oid typ
   return n;
 }
 
+// What a batch checks before it begins keys, under policy: a store
+// distributed by key is refused (a batch's keys live on several nodes), and
+// the window and every request's size must pass (the element named).
+void check_batch(FunctionCallInfo fcinfo, const text* ns, const pg::Policy& policy, int n, Datum* requests) {
+  if (pg::citus_distributes(policy.store) && pg::citus_table(policy.store).column == pg::col_key_value)
+    throw core::Error(core::sqlstate::feature_not_supported,
+                      "idem_begin_batch cannot begin keys of a store distributed by key",
+                      "The store of idempotency namespace \"" + pg::string_of(ns) +
+                          "\" is distributed by key_value: a batch's keys live on several nodes.",
+                      "Call idem_begin (its entry point) for each key, or distribute the store by namespace "
+                      "(docs/scale-out.md).");
+  (void)replay_window(fcinfo, 3, policy, ns);
+  for (int i = 0; i < n; ++i) {
+    try {
+      pg::check_payload_size(DatumGetJsonbP(requests[i]), "request", ns, policy);
+    } catch (const core::Error& e) {
+      throw core::Error(e.sqlstate(), e.message(), "Element " + std::to_string(i + 1) + " of requests: " + e.detail(),
+                        e.hint());
+    }
+  }
+}
+
 // idem_begin_batch: each key begun as idem_begin would begin it, in the
 // order of the keys' bytes (so that two batches lock their common keys in
 // one order and cannot deadlock), the i-th request with the i-th key; the
@@ -709,35 +741,11 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
       throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency request must not be null",
                         "Element " + std::to_string(i + 1) + " of requests is NULL; use 'null'::jsonb for a JSON "
                         "null.");
-  // A store distributed by key keeps each key on the node of its shard: no
-  // one node holds a batch's keys.
-  const pg::Policy policy = pg::authorize(ns);
-  if (pg::citus_distributes(policy.store) && pg::citus_table(policy.store).column == pg::col_key_value)
-    throw core::Error(core::sqlstate::feature_not_supported,
-                      "idem_begin_batch cannot begin keys of a store distributed by key",
-                      "The store of idempotency namespace \"" + pg::string_of(ns) +
-                          "\" is distributed by key_value: a batch's keys live on several nodes.",
-                      "Call idem_begin (its entry point) for each key, or distribute the store by namespace "
-                      "(docs/scale-out.md).");
-  // Every argument checked before any key is begun (each key checks them
-  // again as it is begun, as idem_begin does): the window, each request's
-  // size, the wait.
-  (void)replay_window(fcinfo, 3, policy, ns);
-  for (int i = 0; i < n; ++i) {
-    try {
-      pg::check_payload_size(DatumGetJsonbP(request_values[i]), "request", ns, policy);
-    } catch (const core::Error& e) {
-      throw core::Error(e.sqlstate(), e.message(), "Element " + std::to_string(i + 1) + " of requests: " + e.detail(),
-                        e.hint());
-    }
-  }
+  // Checked before any key is begun, against the policy read first, and
+  // again under the namespace's lock before the keys that need it.
+  check_batch(fcinfo, ns, pg::authorize(ns), n, request_values);
   const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
   const Wait wait{wait_ms, wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0};
-  // The namespace's lock first, holding no lock of the store's: each key's
-  // first look keeps its table locks to the end of the call, and a key
-  // waiting for the namespace's lock while holding them could deadlock with
-  // the change that holds it and alters the table (begin_key's reasoning).
-  if (n > 0) pg::lock_namespace(ns, ShareLock);
 
   // The order in which the keys are begun: by their bytes, then by position.
   auto* order = static_cast<int*>(palloc(sizeof(int) * (n > 0 ? n : 1)));
@@ -748,17 +756,39 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
     return c != 0 ? c < 0 : la < lb;
   });
 
+  // Two passes, as idem_begin does for one key. The first looks at each key
+  // without the namespace's lock and answers the final records (a replay,
+  // or a mismatch), as a redelivered batch's keys mostly are, giving back
+  // each look's locks. The second takes the namespace's lock, holding none
+  // of them, and begins the other keys under it, in the same order.
   MemoryContext batch = CurrentMemoryContext;
   MemoryContext per_key = AllocSetContextCreate(batch, "idem_begin_batch key", ALLOCSET_DEFAULT_SIZES);
-  auto* answers = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * (n > 0 ? n : 1)));
+  auto* answers = static_cast<HeapTuple*>(palloc0(sizeof(HeapTuple) * (n > 0 ? n : 1)));
+  int pending = 0;
   for (int k = 0; k < n; ++k) {
     CHECK_FOR_INTERRUPTS();
     const int i = order[k];
+    bool undecided = false;
     MemoryContextSwitchTo(per_key);
-    Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names);
+    Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names, &undecided);
     MemoryContextSwitchTo(batch);
-    answers[i] = to_tuple(fcinfo, o);
+    if (!undecided) answers[i] = to_tuple(fcinfo, o);
+    pending += undecided ? 1 : 0;
     MemoryContextReset(per_key);
+  }
+  if (pending > 0) {
+    pg::lock_namespace(ns, ShareLock);
+    check_batch(fcinfo, ns, pg::authorize(ns), n, request_values);
+    for (int k = 0; k < n; ++k) {
+      CHECK_FOR_INTERRUPTS();
+      const int i = order[k];
+      if (answers[i] != nullptr) continue;
+      MemoryContextSwitchTo(per_key);
+      Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names);
+      MemoryContextSwitchTo(batch);
+      answers[i] = to_tuple(fcinfo, o);
+      MemoryContextReset(per_key);
+    }
   }
 
   MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);

@@ -495,6 +495,20 @@ is($coordinator->safe_psql($db, q{SET ROLE app; SELECT count(*) FROM idempotency
 	SELECT shop.tenant_records_begin_batch('acme', ARRAY['order-1'], ARRAY['{"sku": 1}']::jsonb[]);
 	ROLLBACK;});
 like($out, qr/^\{"\(prior_result,/, '  and the batch entry point made again works') or diag($err);
+# A function of an entry point's name that is not the entry point (another
+# owner's, another body) is refused, not adopted.
+$coordinator->safe_psql($db, q{
+	DROP FUNCTION shop.tenant_records_begin_batch(text, text[], jsonb[], interval, interval);
+	CREATE FUNCTION shop.tenant_records_begin_batch(namespace text, keys text[], requests jsonb[],
+	    replay_window interval DEFAULT NULL, in_flight_wait interval DEFAULT NULL)
+	RETURNS idempotency.idem_outcome[] LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;});
+($ret, $o, $e) = $coordinator->psql($db, q{SET ROLE app; SELECT count(*) FROM idempotency.idem_create_entry_points('shop.tenant_records')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($e, qr/ERROR:  42723: function shop\.tenant_records_begin_batch\(.*\) already exists and is not the entry point/,
+	'tenant store: a function of the batch entry point\'s name that is not it is refused');
+$coordinator->safe_psql($db, q{
+	DROP FUNCTION shop.tenant_records_begin_batch(text, text[], jsonb[], interval, interval);
+	SET ROLE app; SELECT count(*) FROM idempotency.idem_create_entry_points('shop.tenant_records');});
 # A store distributed by key has no batch entry point, and idem_begin_batch
 # refuses it: a batch's keys would be on several nodes.
 is($coordinator->safe_psql($db, q{SELECT count(*) FROM pg_proc WHERE proname = 'idem_records_begin_batch'}), '0',
