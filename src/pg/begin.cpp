@@ -15,6 +15,7 @@ extern "C" {
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "utils/array.h"
+#include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -432,13 +433,17 @@ constexpr Names batch_names{"idem_begin_batch", "begin_batch"};
 // authorized for it. given_key is the caller's key (trimmed and checked);
 // fcinfo's arguments 3 and 4 are the replay window and the in-flight wait,
 // read where a single call reads them (a batch passes its wait and the
-// deadline of the whole call). undecided, when given, asks for the first
-// look alone (a batch's first pass): it answers a final record's replay or
-// mismatch, or sets *undecided; either way it gives back the look's locks
-// on the store, so that the batch waits for the namespace's lock holding
-// none of them.
+// deadline of the whole call). A batch runs it in two passes (Pass): the
+// first look alone, which answers a final record's replay or mismatch or
+// sets *undecided, and reports the store it opened (looked), whose locks
+// the batch gives back before it waits for the namespace's lock, and the
+// request's fingerprint (hash); then the rest without a first look, with
+// that fingerprint.
+enum class Pass { whole, first_look, after_first_look };
+
 Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* request, const Wait* batch_wait,
-                  const Names& names, bool* undecided = nullptr) {
+                  const Names& names, Pass pass = Pass::whole, bool* undecided = nullptr,
+                  pg::Store* looked = nullptr, Datum* hash = nullptr) {
   // RowExclusiveLock on the table, as INSERT ... ON CONFLICT takes it, when
   // the begin may write: taking it only after the probe (a lock upgrade)
   // could deadlock with REINDEX or CREATE INDEX. A read-only transaction (a
@@ -459,12 +464,17 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
     const Asked a = asked(fcinfo, policy, ns, given_key, request);
     // The checks in the order of 0.5.0's (the caller's grant, the
     // arguments), so that every error is the one it was.
-    submitted = PointerGetDatum(pg::request_hash_bytea(&request->root));
+    submitted = pass == Pass::after_first_look ? *hash : PointerGetDatum(pg::request_hash_bytea(&request->root));
+    if (pass == Pass::first_look) *hash = submitted;
     wait_ms = batch_wait != nullptr ? batch_wait->ms : in_flight_wait_ms(fcinfo, 4);
-    opened = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, names.entry_point});
-    opened_for = policy.store, opened_hashed = policy.hash_keys;
-    const pg::Probe p = pg::probe_key(opened, ns, a.key, given_key);
-    if (p.found == pg::Found::row && p.status != 'i') {
+    opened_for = InvalidOid, opened_hashed = false;
+    if (pass != Pass::after_first_look) {
+      opened = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, names.entry_point});
+      opened_for = policy.store, opened_hashed = policy.hash_keys;
+      if (looked != nullptr) *looked = opened;
+    }
+    const pg::Probe p = pass != Pass::after_first_look ? pg::probe_key(opened, ns, a.key, given_key) : pg::Probe{};
+    if (pass != Pass::after_first_look && p.found == pg::Found::row && p.status != 'i') {
       // The policy as it is now: one that changed while the table lock was
       // awaited (hash_keys switched, and a record of the new form committed)
       // could have looked up another key's record. A record found under the
@@ -472,13 +482,11 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
       const pg::Policy now = pg::authorize(ns);
       if (now.store == policy.store && now.hash_keys == policy.hash_keys) {
         Outcome o = finished_outcome(p, submitted, now);
-        if (undecided != nullptr) pg::release_store(opened, table_lock);
         return o;
       }
     }
   }
-  if (undecided != nullptr) {
-    pg::release_store(opened, table_lock);
+  if (pass == Pass::first_look) {
     *undecided = true;
     return outcome(in_flight, submitted);  // not an answer: the key is begun in the second pass
   }
@@ -490,9 +498,9 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
   // look's on the table: the change that holds it may be moving the
   // namespace's records and then dropping or altering that table, which
   // waits for those locks (a deadlock).
-  bool reuse = true;
+  bool reuse = pass != Pass::after_first_look;
   if (!pg::try_lock_namespace(ns, ShareLock)) {
-    pg::release_store(opened, table_lock);
+    if (reuse) pg::release_store(opened, table_lock);
     reuse = false;
     pg::lock_namespace(ns, ShareLock);
   }
@@ -764,19 +772,28 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
   MemoryContext batch = CurrentMemoryContext;
   MemoryContext per_key = AllocSetContextCreate(batch, "idem_begin_batch key", ALLOCSET_DEFAULT_SIZES);
   auto* answers = static_cast<HeapTuple*>(palloc0(sizeof(HeapTuple) * (n > 0 ? n : 1)));
+  auto* looked = static_cast<pg::Store*>(palloc(sizeof(pg::Store) * (n > 0 ? n : 1)));
+  auto* hashes = static_cast<Datum*>(palloc(sizeof(Datum) * (n > 0 ? n : 1)));
+  const LOCKMODE table_lock = XactReadOnly ? AccessShareLock : RowExclusiveLock;  // begin_key's
   int pending = 0;
   for (int k = 0; k < n; ++k) {
     CHECK_FOR_INTERRUPTS();
     const int i = order[k];
     bool undecided = false;
+    Datum hash = 0;
     MemoryContextSwitchTo(per_key);
-    Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names, &undecided);
+    Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names,
+                          Pass::first_look, &undecided, &looked[k], &hash);
     MemoryContextSwitchTo(batch);
     if (!undecided) answers[i] = to_tuple(fcinfo, o);
+    if (undecided) hashes[i] = datumCopy(hash, false, -1);  // out of the key's context
     pending += undecided ? 1 : 0;
     MemoryContextReset(per_key);
   }
   if (pending > 0) {
+    // The first looks' locks on the store go back before the wait (a lock
+    // the transaction held before the call stays held, as for idem_begin).
+    for (int k = 0; k < n; ++k) pg::release_store(looked[k], table_lock);
     pg::lock_namespace(ns, ShareLock);
     check_batch(fcinfo, ns, pg::authorize(ns), n, request_values);
     for (int k = 0; k < n; ++k) {
@@ -784,7 +801,8 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
       const int i = order[k];
       if (answers[i] != nullptr) continue;
       MemoryContextSwitchTo(per_key);
-      Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names);
+      Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names,
+                            Pass::after_first_look, nullptr, nullptr, &hashes[i]);
       MemoryContextSwitchTo(batch);
       answers[i] = to_tuple(fcinfo, o);
       MemoryContextReset(per_key);
