@@ -159,11 +159,12 @@ Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p, TimestampTz 
   return o;
 }
 
-// The answer as a tuple of the function's result type, counted.
-HeapTuple to_tuple(FunctionCallInfo fcinfo, Outcome& o) {
+// The answer as a tuple of the function's result type (counted, unless a
+// batch counts its answers once they are all made).
+HeapTuple to_tuple(FunctionCallInfo fcinfo, Outcome& o, bool counted = true) {
   OutcomeType& t = outcome_type(fcinfo);
   o.values[f_kind] = t.kinds[o.kind], o.nulls[f_kind] = false;
-  pg::count(static_cast<pg::Counter>(pg::begin_fresh + o.kind));
+  if (counted) pg::count(static_cast<pg::Counter>(pg::begin_fresh + o.kind));
   return heap_form_tuple(t.desc, o.values, o.nulls);
 }
 
@@ -441,14 +442,16 @@ constexpr Names batch_names{"idem_begin_batch", "begin_batch"};
 // that fingerprint.
 enum class Pass { whole, first_look, after_first_look };
 
+// The lock a begin takes on its store's table: RowExclusiveLock, as INSERT
+// ... ON CONFLICT takes it, when the begin may write (taking it only after
+// the probe, a lock upgrade, could deadlock with REINDEX or CREATE INDEX);
+// AccessShareLock in a read-only transaction (a standby), which never writes.
+LOCKMODE store_lock_mode() { return XactReadOnly ? AccessShareLock : RowExclusiveLock; }
+
 Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* request, const Wait* batch_wait,
                   const Names& names, Pass pass = Pass::whole, bool* undecided = nullptr,
                   pg::Store* looked = nullptr, Datum* hash = nullptr) {
-  // RowExclusiveLock on the table, as INSERT ... ON CONFLICT takes it, when
-  // the begin may write: taking it only after the probe (a lock upgrade)
-  // could deadlock with REINDEX or CREATE INDEX. A read-only transaction (a
-  // standby) may take only AccessShareLock, and never writes.
-  const LOCKMODE table_lock = XactReadOnly ? AccessShareLock : RowExclusiveLock;
+  const LOCKMODE table_lock = store_lock_mode();
   Datum submitted;
   int64 wait_ms;
   // The store as the first look opened it: while its locks are held, its
@@ -698,10 +701,18 @@ int batch_elements(FunctionCallInfo fcinfo, int argno, const char* what, Oid typ
   return n;
 }
 
+// Whether two keys of a batch are the same key (their bytes, once trimmed).
+bool same_key(const text* a, const text* b) {
+  return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+         memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
 // What a batch checks before it begins keys, under policy: a store
 // distributed by key is refused (a batch's keys live on several nodes), and
-// the window and every request's size must pass (the element named).
-void check_batch(FunctionCallInfo fcinfo, const text* ns, const pg::Policy& policy, int n, Datum* requests) {
+// the window and every request's size must pass (the element named); with
+// answered, only the requests of the keys not answered yet.
+void check_batch(FunctionCallInfo fcinfo, const text* ns, const pg::Policy& policy, int n, Datum* requests,
+                 HeapTuple* answered) {
   if (pg::citus_distributes(policy.store) && pg::citus_table(policy.store).column == pg::col_key_value)
     throw core::Error(core::sqlstate::feature_not_supported,
                       "idem_begin_batch cannot begin keys of a store distributed by key",
@@ -711,6 +722,7 @@ void check_batch(FunctionCallInfo fcinfo, const text* ns, const pg::Policy& poli
                       "(docs/scale-out.md).");
   (void)replay_window(fcinfo, 3, policy, ns);
   for (int i = 0; i < n; ++i) {
+    if (answered != nullptr && answered[i] != nullptr) continue;  // replayed already
     try {
       pg::check_payload_size(DatumGetJsonbP(requests[i]), "request", ns, policy);
     } catch (const core::Error& e) {
@@ -751,7 +763,7 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
                         "null.");
   // Checked before any key is begun, against the policy read first, and
   // again under the namespace's lock before the keys that need it.
-  check_batch(fcinfo, ns, pg::authorize(ns), n, request_values);
+  check_batch(fcinfo, ns, pg::authorize(ns), n, request_values, nullptr);
   const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
   const Wait wait{wait_ms, wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0};
 
@@ -766,36 +778,48 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
 
   // Two passes, as idem_begin does for one key. The first looks at each key
   // without the namespace's lock and answers the final records (a replay,
-  // or a mismatch), as a redelivered batch's keys mostly are, giving back
-  // each look's locks. The second takes the namespace's lock, holding none
-  // of them, and begins the other keys under it, in the same order.
+  // or a mismatch), as a redelivered batch's keys mostly are. When keys are
+  // left, the second takes the namespace's lock and begins them under it,
+  // in the same order.
   MemoryContext batch = CurrentMemoryContext;
   MemoryContext per_key = AllocSetContextCreate(batch, "idem_begin_batch key", ALLOCSET_DEFAULT_SIZES);
   auto* answers = static_cast<HeapTuple*>(palloc0(sizeof(HeapTuple) * (n > 0 ? n : 1)));
-  auto* looked = static_cast<pg::Store*>(palloc(sizeof(pg::Store) * (n > 0 ? n : 1)));
-  auto* hashes = static_cast<Datum*>(palloc(sizeof(Datum) * (n > 0 ? n : 1)));
-  const LOCKMODE table_lock = XactReadOnly ? AccessShareLock : RowExclusiveLock;  // begin_key's
+  auto* kinds = static_cast<Kind*>(palloc(sizeof(Kind) * (n > 0 ? n : 1)));
+  auto* looked = static_cast<pg::Store*>(palloc0(sizeof(pg::Store) * (n > 0 ? n : 1)));
+  auto* hashes = static_cast<Datum*>(palloc0(sizeof(Datum) * (n > 0 ? n : 1)));
   int pending = 0;
   for (int k = 0; k < n; ++k) {
     CHECK_FOR_INTERRUPTS();
     const int i = order[k];
+    // A later copy of a key left undecided goes to the second pass too: it
+    // is begun after the earlier one, as a second call would be.
+    const bool copy = k > 0 && hashes[order[k - 1]] != 0 && same_key(keys[order[k - 1]], keys[i]);
     bool undecided = false;
     Datum hash = 0;
     MemoryContextSwitchTo(per_key);
     Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names,
                           Pass::first_look, &undecided, &looked[k], &hash);
     MemoryContextSwitchTo(batch);
-    if (!undecided) answers[i] = to_tuple(fcinfo, o);
-    if (undecided) hashes[i] = datumCopy(hash, false, -1);  // out of the key's context
-    pending += undecided ? 1 : 0;
+    if (undecided || copy) {
+      hashes[i] = datumCopy(hash, false, -1);  // out of the key's context
+      ++pending;
+    } else {
+      answers[i] = to_tuple(fcinfo, o, false);
+      kinds[i] = o.kind;
+    }
     MemoryContextReset(per_key);
   }
   if (pending > 0) {
-    // The first looks' locks on the store go back before the wait (a lock
-    // the transaction held before the call stays held, as for idem_begin).
-    for (int k = 0; k < n; ++k) pg::release_store(looked[k], table_lock);
-    pg::lock_namespace(ns, ShareLock);
-    check_batch(fcinfo, ns, pg::authorize(ns), n, request_values);
+    // As idem_begin does: the namespace's lock at once if it is free,
+    // keeping the looks' locks on the store; if not, those go back first (a
+    // lock the transaction held before the call stays held), and the wait
+    // holds none of them.
+    if (!pg::try_lock_namespace(ns, ShareLock)) {
+      for (int k = 0; k < n; ++k)
+        if (OidIsValid(looked[k].table)) pg::release_store(looked[k], store_lock_mode());
+      pg::lock_namespace(ns, ShareLock);
+    }
+    check_batch(fcinfo, ns, pg::authorize(ns), n, request_values, answers);
     for (int k = 0; k < n; ++k) {
       CHECK_FOR_INTERRUPTS();
       const int i = order[k];
@@ -804,10 +828,13 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
       Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names,
                             Pass::after_first_look, nullptr, nullptr, &hashes[i]);
       MemoryContextSwitchTo(batch);
-      answers[i] = to_tuple(fcinfo, o);
+      answers[i] = to_tuple(fcinfo, o, false);
+      kinds[i] = o.kind;
       MemoryContextReset(per_key);
     }
   }
+  // Counted once the call has all its answers: a call that fails counts none.
+  for (int i = 0; i < n; ++i) pg::count(static_cast<pg::Counter>(pg::begin_fresh + kinds[i]));
 
   MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
   Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
