@@ -485,8 +485,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
       // policy still in force is this key's.
       const pg::Policy now = pg::authorize(ns);
       if (now.store == policy.store && now.hash_keys == policy.hash_keys) {
-        Outcome o = finished_outcome(p, submitted, now);
-        return o;
+        return finished_outcome(p, submitted, now);
       }
     }
   }
@@ -540,12 +539,10 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
     if (const pg::HeldClaim* own = locked ? pg::held_claim(ns, key) : nullptr) {
       pg::unlock_key(lock);
       if (pg::same_bytes(own->request_hash, DatumGetByteaPP(submitted))) {
-        Outcome o = outcome(in_flight, submitted);
-        return o;
+        return outcome(in_flight, submitted);
       }
-      Outcome o = mismatch_outcome(submitted, PointerGetDatum(own->request_hash), PointerGetDatum(own->request),
-                                   own->request == nullptr, policy);
-      return o;
+      return mismatch_outcome(submitted, PointerGetDatum(own->request_hash), PointerGetDatum(own->request),
+                              own->request == nullptr, policy);
     }
     pg::Probe p = pg::probe_key(store, ns, key, given_key);
     const TimestampTz now = GetCurrentTimestamp();
@@ -572,8 +569,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
                                                                          IntervalPGetDatum(window))),
                                  DatumGetByteaPP(submitted), policy.store_request ? request : nullptr};
         pg::claim_held(ns, key, policy.hash_keys, held);
-        Outcome o = fresh_outcome(submitted, 1, fence, false, policy, now, false, nothing_recovered);
-        return o;
+        return fresh_outcome(submitted, 1, fence, false, policy, now, false, nothing_recovered);
       }
       if (store.direct) {
         fence = Int64GetDatum(pg::insert_claim(store, ns, key, submitted, policy.store_request ? request : nullptr,
@@ -590,8 +586,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
       const bool fence_null = !store.direct && !fenced;
       if (locked) pg::unlock_key(lock);
       if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
-      Outcome o = fresh_outcome(submitted, 1, fence, fence_null, policy, now, false, nothing_recovered);
-      return o;
+      return fresh_outcome(submitted, 1, fence, fence_null, policy, now, false, nothing_recovered);
     }
     const bool same_request = p.found == pg::Found::row && pg::same_bytes(DatumGetByteaPP(p.request_hash), DatumGetByteaPP(submitted));
     if (locked && same_request && p.status == 'i' && !p.own && pg::registry().installed && now >= pg::takeover_from(p, policy) &&
@@ -624,8 +619,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
       if (policy.lease_us == 0) pg::claim(ns, key, policy.hash_keys);
       pg::count(pg::takeovers);
       const Recovered recovered{taken[1], taken[2], none[1], none[2]};
-      Outcome o = fresh_outcome(submitted, DatumGetInt32(taken[0]), fence, !fenced, policy, now, true, recovered);
-      return o;
+      return fresh_outcome(submitted, DatumGetInt32(taken[0]), fence, !fenced, policy, now, true, recovered);
     }
     if (locked) pg::unlock_key(lock);
 
@@ -636,16 +630,13 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
         wait_for(p.busy_xid, lock, deadline);
         continue;  // the holder ended (or time is up): look again
       }
-      Outcome o = in_flight_outcome(submitted, p, now, policy);
-      return o;
+      return in_flight_outcome(submitted, p, now, policy);
     }
 
     if (same_request && p.status == 'i') {  // committed by a transaction that has not finished the work
-      Outcome o = in_flight_outcome(submitted, p, now, policy);
-      return o;
+      return in_flight_outcome(submitted, p, now, policy);
     }
-    Outcome o = finished_outcome(p, submitted, policy);
-    return o;
+    return finished_outcome(p, submitted, policy);
   }
 }
 
@@ -662,6 +653,12 @@ Datum begin(FunctionCallInfo fcinfo) {
 // is begun (a tuple each), and its claims held to the transaction's end.
 constexpr int max_batch = 10000;
 
+// Raises e again with element i of what (keys, requests) named in its detail.
+[[noreturn]] void element_error(const core::Error& e, int i, const char* what) {
+  throw core::Error(e.sqlstate(), e.message(), "Element " + std::to_string(i + 1) + " of " + what + ": " + e.detail(),
+                    e.hint());
+}
+
 // Element i of array values (nulls), for a batch: a key checked as
 // idem_parse does, or a request; an error names the element.
 text* batch_key(Datum* values, bool* nulls, int i) {
@@ -672,8 +669,7 @@ text* batch_key(Datum* values, bool* nulls, int i) {
   try {
     return pg::key_of(DatumGetTextPP(values[i]));
   } catch (const core::Error& e) {
-    throw core::Error(e.sqlstate(), e.message(), "Element " + std::to_string(i + 1) + " of keys: " + e.detail(),
-                      e.hint());
+    element_error(e, i, "keys");
   }
 }
 
@@ -702,12 +698,6 @@ int batch_elements(FunctionCallInfo fcinfo, int argno, const char* what, Oid typ
   return n;
 }
 
-// Whether two keys of a batch are the same key (their bytes, once trimmed).
-bool same_key(const text* a, const text* b) {
-  return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
-         memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
-}
-
 // What a batch checks before it begins keys, under policy: a store
 // distributed by key is refused (a batch's keys live on several nodes), and
 // the window and every request's size must pass (the element named); with
@@ -727,8 +717,7 @@ void check_batch(FunctionCallInfo fcinfo, const text* ns, const pg::Policy& poli
     try {
       pg::check_payload_size(DatumGetJsonbP(requests[i]), "request", ns, policy);
     } catch (const core::Error& e) {
-      throw core::Error(e.sqlstate(), e.message(), "Element " + std::to_string(i + 1) + " of requests: " + e.detail(),
-                        e.hint());
+      element_error(e, i, "requests");
     }
   }
 }
@@ -794,7 +783,7 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
     const int i = order[k];
     // A later copy of a key left undecided goes to the second pass too: it
     // is begun after the earlier one, as a second call would be.
-    const bool copy = k > 0 && hashes[order[k - 1]] != 0 && same_key(keys[order[k - 1]], keys[i]);
+    const bool copy = k > 0 && hashes[order[k - 1]] != 0 && pg::same_bytes(keys[order[k - 1]], keys[i]);
     bool undecided = false;
     Datum hash = 0;
     MemoryContextSwitchTo(per_key);

@@ -69,9 +69,11 @@ void insert_record(const Store& store, Datum (&values)[natts], bool (&nulls)[nat
 // tid; values NULL: the tid only); false when there is none or it is not the
 // in_progress record claim names. No proof (Claim::none) names only a record
 // this transaction claimed (inserted, or took over): another transaction's
-// claim, committed under a lease, is finished only with its fence.
+// claim, committed under a lease, is finished only with its fence. With
+// unsettled, whether the record's work may have had effects (taken over, or
+// with a recovery point), which forgetting refuses.
 bool read_claim(Relation table, const Store& store, Snapshot snapshot, text* ns, text* key, const Claim& claim,
-                Datum* values, bool* nulls, ItemPointerData* tid) {
+                Datum* values, bool* nulls, ItemPointerData* tid, bool* unsettled = nullptr) {
   Relation pkey = index_open(store.pkey, AccessShareLock);
   ScanKeyData keys[2];
   key_scan_keys(pkey, ns, key, keys);
@@ -92,6 +94,9 @@ bool read_claim(Relation table, const Store& store, Snapshot snapshot, text* ns,
       matches = !no_xmin && TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin));
     }
   }
+  if (matches && unsettled != nullptr)
+    *unsettled = DatumGetInt32(slot->tts_values[col_attempt - 1]) > 1 ||
+                 (slot->tts_tupleDescriptor->natts >= col_recovery_point && !slot->tts_isnull[col_recovery_point - 1]);
   if (matches && values != nullptr) {
     // The new version is formed from these after the buffer is released:
     // copy what is not passed by value.
@@ -149,15 +154,11 @@ bool transition(const Store& store, text* ns, text* key, const Claim& claim, boo
     CHECK_FOR_INTERRUPTS();
     const Snapshot snapshot = push_snapshot();
     ItemPointerData tid;
-    const bool found = read_claim(table, store, snapshot, ns, key, claim, values, nulls, &tid);
+    const bool found = read_claim(table, store, snapshot, ns, key, claim, forgetting ? nullptr : values, nulls, &tid,
+                                  forgetting ? kept : nullptr);
     PopActiveSnapshot();
-    if (!found) break;
+    if (!found || (forgetting && *kept)) break;
     TM_FailureData failure;
-    if (forgetting && (DatumGetInt32(values[col_attempt - 1]) > 1 ||
-                       (RelationGetDescr(table)->natts >= col_recovery_point && !nulls[col_recovery_point - 1]))) {
-      *kept = true;
-      break;
-    }
     if (forgetting) {
       if (!changed(compat::heap_delete(table, &tid, GetCurrentCommandId(true), &failure)))
         continue;
@@ -235,8 +236,7 @@ void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& h
 }
 
 bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload) {
-  bool kept = false;
-  return transition(store, ns, key, claim, false, committing, payload, &kept);
+  return transition(store, ns, key, claim, false, committing, payload, nullptr);
 }
 
 bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim, bool* kept) {
