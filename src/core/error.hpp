@@ -14,6 +14,7 @@ namespace idem::core {
 namespace sqlstate {
 inline constexpr const char invalid_parameter_value[] = "22023";
 inline constexpr const char character_not_in_repertoire[] = "22021";
+inline constexpr const char null_value_not_allowed[] = "22004";
 inline constexpr const char object_not_in_prerequisite_state[] = "55000";
 inline constexpr const char object_in_use[] = "55006";
 inline constexpr const char insufficient_privilege[] = "42501";

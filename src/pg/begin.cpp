@@ -462,13 +462,16 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
   pg::Store opened;
   Oid opened_for;
   bool opened_hashed;
+  pg::Policy hashed_under;  // the policy the fingerprint was made under
   {
     const pg::Policy policy = pg::authorize(ns);
+    hashed_under = policy;
     pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
     const Asked a = asked(fcinfo, policy, ns, given_key, request);
     // The checks in the order of 0.5.0's (the caller's grant, the
     // arguments), so that every error is the one it was.
-    submitted = pass == Pass::after_first_look ? *hash : PointerGetDatum(pg::request_hash_bytea(&request->root));
+    submitted = pass == Pass::after_first_look ? *hash
+                                               : PointerGetDatum(pg::request_hash_bytea(&request->root, policy.ignore));
     if (pass == Pass::first_look) *hash = submitted;
     wait_ms = batch_wait != nullptr ? batch_wait->ms : in_flight_wait_ms(fcinfo, 4);
     opened_for = InvalidOid, opened_hashed = false;
@@ -484,7 +487,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
       // could have looked up another key's record. A record found under the
       // policy still in force is this key's.
       const pg::Policy now = pg::authorize(ns);
-      if (now.store == policy.store && now.hash_keys == policy.hash_keys) {
+      if (now.store == policy.store && now.hash_keys == policy.hash_keys && pg::same_fingerprint(now, policy)) {
         return finished_outcome(p, submitted, now);
       }
     }
@@ -509,6 +512,12 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
   }
   const pg::Policy policy = pg::authorize(ns);
   const Asked a = asked(fcinfo, policy, ns, given_key, request);
+  // Pointers changed before the lock was granted (the change waits for no
+  // record): the fingerprint is made again under the pointers now in force.
+  // (A batch's second pass has no first policy at hand: it makes it again
+  // whenever pointers are set.)
+  if (pass == Pass::after_first_look ? policy.ignore != nullptr : !pg::same_fingerprint(policy, hashed_under))
+    submitted = PointerGetDatum(pg::request_hash_bytea(&request->root, policy.ignore));
   Interval* window = a.window;
   text* key = a.key;
   // Read the clock only when a wait is configured: most begins never wait.
@@ -839,8 +848,18 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
-// idem_begin_batch (0.8.0): many keys of one namespace in one call.
+// idem_begin_batch as 0.9.0 declares it: requests fingerprinted without
+// what the namespace's pointers name. A library older than 0.9.0 has no
+// such symbol, so a backend that loaded one before the update fails
+// cleanly instead of fingerprinting whole requests.
+IDEM_FUNCTION(idem_begin_batch_0_9) { return begin_batch(fcinfo); }
+
+// idem_begin_batch as 0.8.0 declares it, for a schema not yet updated.
 IDEM_FUNCTION(idem_begin_batch) { return begin_batch(fcinfo); }
+
+// idem_begin as 0.9.0 declares it: as idem_begin_batch_0_9, a new symbol so
+// that an older library is refused after the update.
+IDEM_FUNCTION(idem_begin_0_9) { return begin(fcinfo); }
 
 // idem_begin as 0.8.0 declares it: its outcome tells a takeover from a first
 // claim, with the last recovery point, and when a lease ends. A library

@@ -4,7 +4,9 @@
 // The walk reads each container with a non-descending iterator, so nested
 // values arrive as pointers into the jsonb and nothing is copied or printed
 // twice; an object's members are sorted by key (code-point order) before
-// they are written. Everything alive on these frames is trivially
+// they are written. With a namespace's pointer set, the walk carries the
+// set's node for the value it is at, and leaves out every member and
+// element a pointer names. Everything alive on these frames is trivially
 // destructible, because PostgreSQL calls here (palloc, numeric_out,
 // check_stack_depth, CHECK_FOR_INTERRUPTS) may longjmp.
 #include "canonical.hpp"
@@ -14,7 +16,9 @@
 
 #include "../core/canonical_json.hpp"
 #include "../core/error.hpp"
+#include "../core/json_pointer.hpp"
 #include "guard.hpp"
+#include "pointers.hpp"
 #include "text.hpp"
 
 namespace idem::pg {
@@ -33,9 +37,19 @@ struct Member {
 // can throw or call PostgreSQL.
 bool key_less(const Member* a, const Member* b) noexcept { return core::compare_keys(a->key, b->key) < 0; }
 
-void write_container(core::JsonWriter& out, JsonbContainer* container);
+// Where the walk is in the pointer set: the set, and the node of the value
+// being written; node nullptr when no pointer reaches below it.
+struct Position {
+  const core::PointerSet* set;
+  const core::PointerSet::Node* node;
+};
 
-void write_value(core::JsonWriter& out, const JsonbValue& v) {
+// Whether a child whose node in the set is found (nullptr: none) is left out.
+bool left_out(const core::PointerSet::Node* found) noexcept { return found != nullptr && found->ends != 0; }
+
+void write_container(core::JsonWriter& out, JsonbContainer* container, Position at);
+
+void write_value(core::JsonWriter& out, const JsonbValue& v, Position at) {
   switch (v.type) {
     case jbvNull:
       out.put("null", 4);
@@ -53,7 +67,7 @@ void write_value(core::JsonWriter& out, const JsonbValue& v) {
       out.string(utf8_of(v.val.string.val, v.val.string.len));
       break;
     case jbvBinary:
-      write_container(out, v.val.binary.data);
+      write_container(out, v.val.binary.data, at);
       break;
     default:
       throw core::Error(core::sqlstate::internal_error, "unexpected jsonb value type",
@@ -61,27 +75,33 @@ void write_value(core::JsonWriter& out, const JsonbValue& v) {
   }
 }
 
-void write_array(core::JsonWriter& out, JsonbIterator* it) {
-  JsonbValue v;
+// v: the caller's scratch value (one per level keeps the recursion's frames small).
+void write_array(core::JsonWriter& out, JsonbIterator* it, Position at, JsonbValue& v) {
   out.put('[');
-  for (bool first = true; JsonbIteratorNext(&it, &v, true) == WJB_ELEM; first = false) {
+  bool first = true;
+  for (std::size_t index = 0; JsonbIteratorNext(&it, &v, true) == WJB_ELEM; ++index) {
     CHECK_FOR_INTERRUPTS();
+    const core::PointerSet::Node* below = at.node != nullptr ? at.set->element(at.node, index) : nullptr;
+    if (left_out(below)) continue;
     if (!first) out.put(',');
-    write_value(out, v);
+    first = false;
+    write_value(out, v, Position{at.set, below});
   }
   out.put(']');
 }
 
-void write_object(core::JsonWriter& out, JsonbIterator* it, int count) {
+void write_object(core::JsonWriter& out, JsonbIterator* it, int count, Position at, JsonbValue& v) {
   const int capacity = count > 0 ? count : 1;
   static_assert(sizeof(Member) % alignof(Member*) == 0, "the pointer array follows the members");
   auto* members = static_cast<Member*>(palloc(capacity * (sizeof(Member) + sizeof(Member*))));
   auto** order = reinterpret_cast<Member**>(members + capacity);
-  JsonbValue v;
+  using Node = core::PointerSet::Node;
+  auto* below = static_cast<const Node**>(at.node != nullptr ? palloc(capacity * sizeof(Node*)) : nullptr);
   int n = 0;
   while (JsonbIteratorNext(&it, &v, true) == WJB_KEY) {
     members[n].key = utf8_of(v.val.string.val, v.val.string.len);
     JsonbIteratorNext(&it, &members[n].value, true);  // WJB_VALUE
+    if (at.node != nullptr && left_out(below[n] = at.set->child(at.node, members[n].key))) continue;
     order[n] = &members[n];
     ++n;
   }
@@ -92,25 +112,33 @@ void write_object(core::JsonWriter& out, JsonbIterator* it, int count) {
     if (i != 0) out.put(',');
     out.string(order[i]->key);
     out.put(':');
-    write_value(out, order[i]->value);
+    write_value(out, order[i]->value, Position{at.set, at.node != nullptr ? below[order[i] - members] : nullptr});
   }
   out.put('}');
+  if (below != nullptr) pfree(below);
   pfree(members);
 }
 
-void write_container(core::JsonWriter& out, JsonbContainer* container) {
+void write_container(core::JsonWriter& out, JsonbContainer* container, Position at) {
   check_stack_depth();
   JsonbIterator* it = JsonbIteratorInit(container);
   JsonbValue v;
   if (JsonbIteratorNext(&it, &v, true) == WJB_BEGIN_OBJECT) {
-    write_object(out, it, v.val.object.nPairs);
+    write_object(out, it, v.val.object.nPairs, at, v);
   } else if (v.val.array.rawScalar) {  // a top-level scalar is stored as a one-element array
     JsonbIteratorNext(&it, &v, true);
-    write_value(out, v);
+    write_value(out, v, Position{at.set, nullptr});  // no pointer but "" names it, and "" is refused
     JsonbIteratorNext(&it, &v, true);  // WJB_END_ARRAY frees the iterator
   } else {
-    write_array(out, it);
+    write_array(out, it, at, v);
   }
+}
+
+// The walk's starting position for a pointer set block (nullptr: none).
+Position start(const void* ignore, core::PointerSet* set) {
+  if (ignore == nullptr) return Position{nullptr, nullptr};
+  *set = core::PointerSet(ignore);
+  return Position{set, set->root()};
 }
 
 void sha256_sink(void* context, const char* data, std::size_t size) {
@@ -133,28 +161,30 @@ core::Sha256& backend_sha256() {
 
 }  // namespace
 
-core::Digest request_hash(JsonbContainer* container) {
+core::Digest request_hash(JsonbContainer* container, const void* ignore) {
   core::Sha256& sha = backend_sha256();
   sha.reset();
   core::JsonWriter out(sha256_sink, &sha);
-  write_container(out, container);
+  core::PointerSet set(nullptr);
+  write_container(out, container, start(ignore, &set));
   out.flush();
   return sha.finish();
 }
 
-bytea* request_hash_bytea(JsonbContainer* container) {
-  const core::Digest digest = request_hash(container);
+bytea* request_hash_bytea(JsonbContainer* container, const void* ignore) {
+  const core::Digest digest = request_hash(container, ignore);
   auto* out = static_cast<bytea*>(palloc(VARHDRSZ + digest.size()));
   SET_VARSIZE(out, VARHDRSZ + digest.size());
   std::memcpy(VARDATA(out), digest.data(), digest.size());
   return out;
 }
 
-text* canonical_text(JsonbContainer* container) {
+text* canonical_text(JsonbContainer* container, const void* ignore) {
   StringInfoData buf;
   initStringInfo(&buf);
   core::JsonWriter out(string_info_sink, &buf);
-  write_container(out, container);
+  core::PointerSet set(nullptr);
+  write_container(out, container, start(ignore, &set));
   out.flush();
   return text_of_utf8({buf.data, static_cast<std::size_t>(buf.len)});
 }
@@ -162,7 +192,7 @@ text* canonical_text(JsonbContainer* container) {
 void check_utf8(JsonbContainer* container) {
   if (GetDatabaseEncoding() != PG_SQL_ASCII) return;
   core::JsonWriter out(discard_sink, nullptr);
-  write_container(out, container);  // converting each string to UTF-8 validates it
+  write_container(out, container, Position{nullptr, nullptr});  // converting each string to UTF-8 validates it
 }
 
 }  // namespace idem::pg
@@ -172,3 +202,29 @@ using namespace idem;
 IDEM_FUNCTION(idem_canonical) { PG_RETURN_TEXT_P(pg::canonical_text(&PG_GETARG_JSONB_P(0)->root)); }
 
 IDEM_FUNCTION(idem_request_hash) { PG_RETURN_BYTEA_P(pg::request_hash_bytea(&PG_GETARG_JSONB_P(0)->root)); }
+
+namespace {
+
+// The pointers argument of the two-argument forms: NULL ignores nothing.
+const void* ignored_arg(FunctionCallInfo fcinfo) {
+  Size size;
+  return PG_ARGISNULL(1) ? nullptr : pg::pointer_set(PG_GETARG_ARRAYTYPE_P(1), &size);
+}
+
+}  // namespace
+
+// idem_canonical(payload, ignore) (0.9.0): the canonical text with the
+// members and elements the pointers name left out, as a namespace whose
+// fingerprint ignores them hashes it. NULL payload: NULL.
+IDEM_FUNCTION(idem_canonical_ignoring) {
+  if (PG_ARGISNULL(0)) PG_RETURN_NULL();
+  const void* ignore = ignored_arg(fcinfo);
+  PG_RETURN_TEXT_P(pg::canonical_text(&PG_GETARG_JSONB_P(0)->root, ignore));
+}
+
+// idem_request_hash(payload, ignore) (0.9.0): the fingerprint of that text.
+IDEM_FUNCTION(idem_request_hash_ignoring) {
+  if (PG_ARGISNULL(0)) PG_RETURN_NULL();
+  const void* ignore = ignored_arg(fcinfo);
+  PG_RETURN_BYTEA_P(pg::request_hash_bytea(&PG_GETARG_JSONB_P(0)->root, ignore));
+}

@@ -29,7 +29,7 @@ namespace {
 struct Relations {
   Oid table = InvalidOid;
   Oid pkey = InvalidOid;
-  Registry registry = {false, false, InvalidOid, InvalidOid, InvalidOid};
+  Registry registry = {false, false, false, InvalidOid, InvalidOid, InvalidOid};
   Oid secret_table = InvalidOid;  // idem_lock_secret (0.5.0)
   bool has_secret = false;
   uint8 secret[lock_secret_size] = {};
@@ -103,6 +103,8 @@ Relations look_up(bool& consistent) {
   r.registry.grant = get_relname_relid("idem_namespace_grant", schema);
   r.registry.installed = OidIsValid(r.registry.config) && OidIsValid(r.registry.grant);
   r.registry.binds = r.registry.installed && get_attnum(r.registry.config, "store") != InvalidAttrNumber;
+  r.registry.fingerprints =
+      r.registry.installed && get_attnum(r.registry.config, "fingerprint_ignore") != InvalidAttrNumber;
   for (const Oid relid : {r.table, r.registry.config, r.registry.grant}) {
     if (!OidIsValid(relid)) continue;
     const CitusTable t = citus_table(relid);

@@ -20,6 +20,7 @@ void extension_relation_changed(Oid relid) noexcept;
 struct Registry {
   bool installed;
   bool binds;
+  bool fingerprints;  // 0.9.0 or later: idem_namespace_config.fingerprint_ignore
   Oid owner;   // owner of idempotency_record: the registry is read, and its table written, as this role
   Oid config;  // idem_namespace_config
   Oid grant;   // idem_namespace_grant

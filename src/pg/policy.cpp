@@ -30,6 +30,7 @@ extern "C" {
 #include "guard.hpp"
 #include "extension.hpp"
 #include "lock_tags.hpp"
+#include "pointers.hpp"
 #include "settings.hpp"
 #include "spi.hpp"
 #include "text.hpp"
@@ -58,6 +59,8 @@ struct Entry {
   bool store_misnamed;  // under Citus: this node's registry names another table for the store
   int grantee_count;
   Oid* grantees;  // in cache_context
+  Size ignore_size;
+  const void* ignore;  // the pointer set its fingerprint ignores (pointers.hpp), in cache_context; or nullptr
 };
 
 MemoryContext cache_context = nullptr;
@@ -106,17 +109,17 @@ HTAB* policy_cache(const Registry& r) {
   "SELECT c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys, c.max_payload_bytes,"        \
   " ARRAY(SELECT g.grantee::pg_catalog.oid FROM idempotency.idem_namespace_grant g"                        \
   "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace ORDER BY g.grantee::pg_catalog.oid), " STORE
-Statement read_policy = {
-    READ_POLICY("c.store::pg_catalog.oid,"
-                " ARRAY(SELECT g.grantee_name FROM idempotency.idem_namespace_grant g"
-                "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace ORDER BY g.grantee::pg_catalog.oid),"
-                " c.store_name") " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1",
-    1,
-    {TEXTOID},
-    nullptr,
-    true};
+#define BOUND_POLICY(FINGERPRINT)                                                                           \
+  READ_POLICY("c.store::pg_catalog.oid,"                                                                    \
+              " ARRAY(SELECT g.grantee_name FROM idempotency.idem_namespace_grant g"                        \
+              "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace ORDER BY g.grantee::pg_catalog.oid)," \
+              " c.store_name, " FINGERPRINT)                                                                \
+  " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1"
+Statement read_policy = {BOUND_POLICY("c.fingerprint_ignore"), 1, {TEXTOID}, nullptr, true};
+// (0.6.0 to 0.8.0: no pointers a fingerprint ignores.)
+Statement read_policy_unfingerprinted = {BOUND_POLICY("NULL::pg_catalog.text[]"), 1, {TEXTOID}, nullptr, true};
 Statement read_policy_unbound = {
-    READ_POLICY("NULL::pg_catalog.oid, NULL::pg_catalog.text[], NULL::pg_catalog.text")
+    READ_POLICY("NULL::pg_catalog.oid, NULL::pg_catalog.text[], NULL::pg_catalog.text, NULL::pg_catalog.text[]")
     " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1",
     1,
     {TEXTOID},
@@ -157,10 +160,13 @@ void load(Entry* e, const text* ns, const Registry& r) {
   e->store_misnamed = false;
   e->grantee_count = 0;
   e->grantees = nullptr;
-  Datum row[9];
-  bool nulls[9];
+  e->ignore_size = 0;
+  e->ignore = nullptr;
+  Datum row[10];
+  bool nulls[10];
   const Datum values[1] = {PointerGetDatum(ns)};
-  if (execute(r.binds ? read_policy : read_policy_unbound, values, " ", row, nulls) == 0) return;
+  Statement& read = r.fingerprints ? read_policy : r.binds ? read_policy_unfingerprinted : read_policy_unbound;
+  if (execute(read, values, " ", row, nulls) == 0) return;
   e->registered = true;
   if (!nulls[0]) e->has_replay_window = true, e->replay_window = *DatumGetIntervalP(row[0]);
   if (!nulls[1]) {
@@ -176,6 +182,16 @@ void load(Entry* e, const text* ns, const Registry& r) {
   e->hash_keys = DatumGetBool(row[3]);
   if (!nulls[4]) e->has_max_payload = true, e->max_payload_bytes = DatumGetInt32(row[4]);
   if (!nulls[6]) e->store = DatumGetObjectId(row[6]);
+  // Pointers written by hand that are not pointers fail every call, named.
+  if (!nulls[9]) {
+    try {
+      e->ignore = pointer_set(DatumGetArrayTypeP(row[9]), &e->ignore_size);
+    } catch (const core::Error& error) {
+      throw core::Error(error.sqlstate(), "idempotency namespace \"" + string_of(ns) +
+                                              "\" has an invalid fingerprint_ignore: " + error.message(),
+                        error.detail(), "Set it again with idem_namespace_fingerprint.");
+    }
+  }
   ArrayType* grantees = DatumGetArrayTypeP(row[5]);
   Datum* oids;
   int count;
@@ -209,6 +225,14 @@ Oid* copy_oids(MemoryContext cx, const Oid* oids, int count) {
   return out;
 }
 
+// Pointer set copy in context cx (nullptr stays nullptr).
+const void* copy_block(MemoryContext cx, const void* block, Size size) {
+  if (block == nullptr) return nullptr;
+  void* out = MemoryContextAlloc(cx, size);
+  std::memcpy(out, block, size);
+  return out;
+}
+
 // The entry for ns, from the cache or loaded into it, with its grantees
 // copied into the current memory context: checking them reads catalogs,
 // which may run the invalidation that clears the cache.
@@ -218,6 +242,7 @@ Entry lookup(const text* ns, const Registry& r) {
   if (auto* hit = static_cast<Entry*>(hash_search(policy_cache(r), name, HASH_FIND, nullptr))) {
     Entry e = *hit;
     e.grantees = copy_oids(CurrentMemoryContext, hit->grantees, hit->grantee_count);
+    e.ignore = copy_block(CurrentMemoryContext, hit->ignore, hit->ignore_size);
     return e;
   }
   // Lock the registry first (which runs pending invalidations), then read
@@ -235,6 +260,7 @@ Entry lookup(const text* ns, const Registry& r) {
   auto* e = static_cast<Entry*>(hash_search(policy_cache(r), name, HASH_ENTER, nullptr));
   *e = loaded;
   e->grantees = copy_oids(cache_context, loaded.grantees, loaded.grantee_count);
+  e->ignore = copy_block(cache_context, loaded.ignore, loaded.ignore_size);
   return loaded;
 }
 
@@ -288,6 +314,7 @@ Policy authorize(const text* ns) {
   if (e.has_lease) p.lease_us = e.lease_us;
   if (e.has_max_payload) p.max_payload_bytes = e.max_payload_bytes;
   p.store = e.store;
+  p.ignore = e.ignore, p.ignore_size = e.ignore_size;
   if (e.store_misnamed)
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       "this node's idempotency registry names another table as the store of namespace \"" +
@@ -369,8 +396,8 @@ IDEM_FUNCTION(idem_lock_namespace) {
   text* ns = idem::pg::namespace_arg(fcinfo, 0);
   if (IsolationUsesXactSnapshot())
     throw idem::core::Error(idem::core::sqlstate::invalid_transaction_state,
-                            "changing hash_keys or store_request of an idempotency namespace, or dropping it, needs "
-                            "READ COMMITTED",
+                            "changing hash_keys, store_request, the lease or the fingerprint of an idempotency "
+                            "namespace, or dropping it, needs READ COMMITTED",
                             std::string("This transaction is ") +
                                 (IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ") +
                                 "; its snapshot could miss records committed since it began.");

@@ -3,6 +3,7 @@
 // (idem_namespace_grant). Every store function asks here first.
 #pragma once
 
+#include "pointers.hpp"
 #include "postgres.hpp"
 
 extern "C" {
@@ -23,7 +24,16 @@ struct Policy {
   int64 lease_us;          // in_progress_lease in microseconds; 0: never taken over
   int64 max_payload_bytes;
   Oid store;               // the table the namespace is bound to; InvalidOid: the extension's own
+  // The pointer set (pointers.hpp) of what its fingerprint ignores, in the
+  // caller's memory context; nullptr: the whole request.
+  const void* ignore;
+  Size ignore_size;
 };
+
+// Whether two policies fingerprint a request alike.
+inline bool same_fingerprint(const Policy& a, const Policy& b) {
+  return same_pointer_set(a.ignore, a.ignore_size, b.ignore, b.ignore_size);
+}
 
 // The policy of namespace ns for the current user. Raises 42501 when the user
 // may not use the namespace (neither the store's owner, nor a member of a

@@ -2,7 +2,7 @@
 # database. Installing a new package replaces the library on disk, but a
 # pooled session that loaded the old one keeps running it until it ends,
 # before and after ALTER EXTENSION UPDATE. Here the library of an earlier
-# release (0.5.0, 0.6.0 and 0.7.0 as they landed, built from their commits by
+# release (0.5.0, 0.6.0, 0.7.0 and 0.8.0 as they landed, built from their commits by
 # lib.sh's suite_perl_tap: IDEM_OLD_RELEASES) and this build's serve
 # sessions of one server at once:
 # - a claim this build holds by the key's lock alone (no row) makes the old
@@ -10,9 +10,9 @@
 #   rolls back;
 # - the old library's claim (an in_progress row) is in flight for this build;
 # - after the update, the old library's session is refused (42883: it has
-#   no entry point of the name the catalog now gives idem_begin, 0.8.0's,
-#   whose takeover answers a library before it cannot give) and changes
-#   nothing.
+#   no entry point of the name the catalog now gives idem_begin, 0.9.0's,
+#   which fingerprints requests as the namespace's pointers say, as no
+#   library before it can) and changes nothing.
 # Every key ends with one effect and one record.
 #
 # The server runs from a copy of the PostgreSQL installation (programs
@@ -208,7 +208,7 @@ for my $version (sort keys %old)
 		SELECT b.kind FROM idempotency.idem_begin('mixed', 'k4', '{"amount": 1}') b;
 		INSERT INTO effects VALUES ('k4', 'old');
 		COMMIT;});
-	like($old_session->{stderr}, qr/could not find function "idem_begin_0_8"/,
+	like($old_session->{stderr}, qr/could not find function "idem_begin_0_9"/,
 		"$what: the old library's begin is refused once the catalog names the new entry point");
 	$old_session->{stderr} = '';
 	$new->query_safe(q{SELECT idempotency.idem_commit('mixed', 'k4', '{"by": "new"}'); COMMIT;});

@@ -1,0 +1,294 @@
+/* idempotency--0.8.0--0.9.0.sql: release 0.9.0, the fingerprint a
+   namespace agrees on. A namespace may name, as RFC 6901 JSON Pointers, the
+   members and array elements its request fingerprint leaves out (a trace
+   id, a timestamp, a client nonce): idem_namespace_fingerprint, refused
+   while the namespace has records. The registry gains fingerprint_ignore
+   (nullable, no rewrite), idem_namespaces shows it at its end, and
+   idem_canonical and idem_request_hash take the pointers too. idem_begin
+   and idem_begin_batch get new entry points: a session still running an
+   older library is refused (42883) rather than fingerprinting whole
+   requests in a namespace that ignores parts of them. */
+
+\echo Use "ALTER EXTENSION idempotency UPDATE TO '0.9.0'" to load this file. \quit
+
+-- The same two with the members and elements that RFC 6901 JSON Pointers
+-- name left out, as a namespace whose fingerprint ignores them makes it
+-- (idem_namespace_fingerprint). NULL pointers leave nothing out.
+CREATE FUNCTION idem_canonical(payload jsonb, ignore text[])
+RETURNS text
+AS 'MODULE_PATHNAME', 'idem_canonical_ignoring'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_canonical(jsonb, text[]) IS
+'Canonical JSON text of a value without the parts JSON Pointers name';
+
+CREATE FUNCTION idem_request_hash(payload jsonb, ignore text[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'idem_request_hash_ignoring'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION idem_request_hash(jsonb, text[]) IS
+'Request fingerprint of a value without the parts JSON Pointers name';
+
+-- The store ------------------------------------------------------------------
+
+-- The new entry points (see above).
+CREATE OR REPLACE FUNCTION idem_begin(namespace text, key text, request jsonb, replay_window interval DEFAULT NULL,
+                           in_flight_wait interval DEFAULT NULL)
+RETURNS @extschema@.idem_outcome
+AS 'MODULE_PATHNAME', 'idem_begin_0_9'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+
+CREATE OR REPLACE FUNCTION idem_begin_batch(namespace text, keys text[], requests jsonb[], replay_window interval DEFAULT NULL,
+                                 in_flight_wait interval DEFAULT NULL)
+RETURNS SETOF @extschema@.idem_outcome
+AS 'MODULE_PATHNAME', 'idem_begin_batch_0_9'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+
+-- The registry ---------------------------------------------------------------
+
+-- Nullable, without a default: no rewrite, every namespace as it was.
+ALTER TABLE idem_namespace_config ADD COLUMN fingerprint_ignore text[];
+
+-- What a namespace's request fingerprint leaves out: the members and array
+-- elements that RFC 6901 JSON Pointers name (a trace id, a timestamp, a
+-- client nonce), so that retries differing only there replay; everywhere
+-- else a difference is still a mismatch, and the request is kept whole.
+-- NULL or an empty array: the whole request. Registers the namespace if
+-- needed. A change is refused while the namespace has records: each was
+-- fingerprinted under the pointers then in force, and under others a retry
+-- of it would answer mismatch, or another request replay its answer.
+CREATE FUNCTION idem_namespace_fingerprint(namespace text, ignore text[])
+RETURNS @extschema@.idem_namespace_config
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ns ALIAS FOR namespace;
+    old @extschema@.idem_namespace_config;
+    saved @extschema@.idem_namespace_config;
+    wanted text[];
+    records bigint;
+BEGIN
+    PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
+    -- Raises 22023 for a pointer that is not one (or names the whole
+    -- request, or there are too many), 22004 for a NULL one.
+    PERFORM @extschema@.idem_request_hash('null'::jsonb, ignore);
+    -- Kept sorted and without repeats, so that a change is a change.
+    wanted := nullif(ARRAY(SELECT d.p FROM (SELECT DISTINCT u.p COLLATE "C" AS p FROM unnest(ignore) u(p)) d
+                           ORDER BY d.p), '{}');
+    INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;
+    -- The row lock orders concurrent changes of one namespace.
+    SELECT * INTO old FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
+    IF old.fingerprint_ignore IS NOT DISTINCT FROM wanted THEN
+        RETURN old;
+    END IF;
+    -- Wait for the transactions that began keys under the old pointers and
+    -- hold off new ones until this transaction ends; then every record is
+    -- visible to the count below.
+    PERFORM @extschema@.idem_lock_namespace(ns);
+    records := @extschema@.idem_store_count(old.store, ns);
+    IF records > 0 THEN
+        RAISE EXCEPTION 'cannot change what the fingerprint of idempotency namespace "%" ignores', ns
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('The namespace has %s record%s, fingerprinted %s; under other pointers a retry of %s would answer mismatch, or another request replay %s answer.',
+                                  records, CASE WHEN records = 1 THEN '' ELSE 's' END,
+                                  CASE WHEN old.fingerprint_ignore IS NULL THEN 'whole' ELSE 'without ' || array_to_string(old.fingerprint_ignore, ', ') END,
+                                  CASE WHEN records = 1 THEN 'it' ELSE 'one' END, 'its'),
+                  HINT = 'Use a new namespace, or wait until its records have expired and been purged.';
+    END IF;
+    UPDATE @extschema@.idem_namespace_config c SET fingerprint_ignore = wanted, configured_at = now()
+    WHERE c.namespace = ns
+    RETURNING * INTO saved;
+    RETURN saved;
+END;
+$$;
+
+COMMENT ON FUNCTION idem_namespace_fingerprint(text, text[]) IS
+'Names the parts of a request (RFC 6901 JSON Pointers) that a namespace''s fingerprint ignores';
+
+REVOKE ALL ON FUNCTION idem_namespace_fingerprint(text, text[]) FROM PUBLIC;
+
+-- The registry's rows are written again with the new column.
+CREATE OR REPLACE FUNCTION idem_distribute_registry()
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    configs @extschema@.idem_namespace_config[];
+    grants @extschema@.idem_namespace_grant[];
+    c @extschema@.idem_namespace_config;
+    g @extschema@.idem_namespace_grant;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
+        RAISE EXCEPTION 'Citus is not installed in this database'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'idem_distribute_registry makes the idempotency registry Citus reference tables.';
+    END IF;
+    IF (SELECT l.groupid FROM pg_dist_local_group l) <> 0 THEN
+        RAISE EXCEPTION 'idem_distribute_registry runs on the Citus coordinator'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    configs := ARRAY(SELECT c0 FROM @extschema@.idem_namespace_config c0 ORDER BY c0.namespace);
+    grants := ARRAY(SELECT g0 FROM @extschema@.idem_namespace_grant g0 ORDER BY g0.namespace, g0.grantee::text);
+    DELETE FROM @extschema@.idem_namespace_grant;
+    DELETE FROM @extschema@.idem_namespace_config;
+    IF @extschema@.idem_store_distribution('@extschema@.idem_namespace_config') IS NULL THEN
+        -- A reference table cannot be referenced by a local one while it is
+        -- made: the foreign key goes (idem_namespace_drop deletes the
+        -- grants itself). The registry's triggers then exist on every
+        -- node's placement, where they tell that node's backends.
+        ALTER TABLE @extschema@.idem_namespace_grant DROP CONSTRAINT IF EXISTS idem_namespace_grant_namespace_fkey;
+        PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+        PERFORM create_reference_table('@extschema@.idem_namespace_config');
+        PERFORM create_reference_table('@extschema@.idem_namespace_grant');
+    END IF;
+    FOREACH c IN ARRAY configs LOOP
+        EXECUTE format('INSERT INTO @extschema@.idem_namespace_config (namespace, replay_window, in_progress_lease,'
+                       ' store_request, hash_keys, max_payload_bytes, configured_at, store, store_name,'
+                       ' fingerprint_ignore)'
+                       ' VALUES (%L, %L, %L, %L, %L, %L, %L, %L::pg_catalog.regclass, %L, %L::pg_catalog.text[])',
+                       c.namespace, c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys,
+                       c.max_payload_bytes, c.configured_at, c.store::text,
+                       (SELECT format('%I.%I', n.nspname, t.relname) FROM pg_class t
+                        JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.oid = c.store),
+                       c.fingerprint_ignore);
+    END LOOP;
+    FOREACH g IN ARRAY grants LOOP
+        CONTINUE WHEN g.grantee::text ~ '^[0-9]+$';   -- a dropped role's: never handed on
+        EXECUTE format('INSERT INTO @extschema@.idem_namespace_grant (namespace, grantee, granted_at, grantee_name)'
+                       ' VALUES (%L, %L::pg_catalog.regrole, %L, %L)', g.namespace, g.grantee::text, g.granted_at,
+                       (SELECT r.rolname FROM pg_roles r WHERE r.oid = g.grantee));
+    END LOOP;
+END;
+$$;
+
+-- The registry with its grants, one row per registered namespace.
+CREATE OR REPLACE VIEW idem_namespaces AS
+SELECT c.namespace, c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys,
+       c.max_payload_bytes,
+       ARRAY(SELECT g.grantee FROM @extschema@.idem_namespace_grant g
+             WHERE g.namespace = c.namespace ORDER BY g.grantee::text) AS grantees,
+       c.configured_at, c.store, c.fingerprint_ignore
+FROM @extschema@.idem_namespace_config c;
+
+-- Privileges ------------------------------------------------------------------
+
+-- The objects this update makes get the grants the script gives them (the
+-- owner's, PUBLIC's, and pg_monitor's on the views and the functions behind
+-- them) and no more. ALTER DEFAULT PRIVILEGES of the installing role (EXECUTE on its
+-- functions, SELECT on its tables, for an application role or for
+-- pg_monitor, say) would add others, and
+-- that role could then read every namespace's records and the lock secret,
+-- run what only the owner may (idem_key_state, idem_release_key, the
+-- purge, the registry functions): they are taken back here, privilege by privilege
+-- (docs/security.md).
+DO $defaults$
+DECLARE
+    x record;
+BEGIN
+    FOR x IN
+        SELECT DISTINCT o.kind, o.name, a.privilege_type, r.rolname
+        FROM pg_catalog.pg_depend d
+        CROSS JOIN LATERAL (
+            SELECT 'ROUTINE' AS kind, p.oid::pg_catalog.regprocedure::text AS name, p.proowner AS owner, p.proacl AS acl
+            FROM pg_catalog.pg_proc p
+            WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid = d.objid
+            UNION ALL
+            SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::pg_catalog.regclass::text,
+                   c.relowner, c.relacl
+            FROM pg_catalog.pg_class c
+            WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid = d.objid
+            UNION ALL
+            SELECT 'TYPE', t.oid::pg_catalog.regtype::text, t.typowner, t.typacl
+            FROM pg_catalog.pg_type t
+            WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = d.objid
+            ) o
+        CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
+        JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+          AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')
+          AND a.grantee <> o.owner
+          -- pg_monitor keeps what this script grants it
+          AND NOT (a.grantee = 'pg_monitor'::pg_catalog.regrole
+                   AND ((a.privilege_type = 'SELECT'
+                         AND d.objid IN ('@extschema@.idem_stats'::pg_catalog.regclass,
+                                         '@extschema@.idem_namespace_stats'::pg_catalog.regclass,
+                                         '@extschema@.idem_namespaces'::pg_catalog.regclass))
+                        OR (a.privilege_type = 'EXECUTE'
+                            AND d.objid IN ('@extschema@.idem_stats_counters()'::pg_catalog.regprocedure,
+                                            '@extschema@.idem_stats_released_keys()'::pg_catalog.regprocedure,
+                                            '@extschema@.idem_stats_recovery()'::pg_catalog.regprocedure,
+                                            '@extschema@.idem_namespace_stats_figures()'::pg_catalog.regprocedure))))
+          AND d.objid IN ('@extschema@.idem_canonical(jsonb,text[])'::pg_catalog.regprocedure,
+                          '@extschema@.idem_request_hash(jsonb,text[])'::pg_catalog.regprocedure,
+                          '@extschema@.idem_namespace_fingerprint(text,text[])'::pg_catalog.regprocedure)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %I', x.privilege_type, x.kind, x.name, x.rolname);
+    END LOOP;
+END;
+$defaults$;
+
+-- Whoever may configure a namespace (EXECUTE on idem_namespace_configure,
+-- granted by the owner) may say what its fingerprint ignores too: the same
+-- grants on idem_namespace_fingerprint (ordinary grants, kept by pg_dump).
+DO $administrators$
+DECLARE
+    x record;
+BEGIN
+    FOR x IN
+        SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END AS grantee,
+               a.is_grantable
+        FROM pg_catalog.pg_proc p
+        CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+        LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE p.oid = '@extschema@.idem_namespace_configure(text,interval,interval,boolean,boolean,integer)'::pg_catalog.regprocedure
+          AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.idem_namespace_fingerprint(text, text[]) TO %s%s',
+                                  x.grantee, CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+    -- PUBLIC's grant (the cleanup below keeps PUBLIC's entries) is the
+    -- user's, not an initial privilege.
+    UPDATE pg_catalog.pg_init_privs i
+    SET initprivs = ARRAY(SELECT item FROM pg_catalog.unnest(i.initprivs) item
+                          WHERE (SELECT e.grantee <> 0 FROM pg_catalog.aclexplode(ARRAY[item]) e LIMIT 1))
+    WHERE i.privtype = 'e' AND i.classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+      AND i.objoid = '@extschema@.idem_namespace_fingerprint(text,text[])'::pg_catalog.regprocedure;
+END;
+$administrators$;
+
+-- What this script granted or revoked stays out of pg_init_privs but for
+-- the owner's, PUBLIC's and pg_monitor's entries (docs/internals.md).
+UPDATE pg_catalog.pg_init_privs i
+SET initprivs = ARRAY(
+    SELECT item FROM pg_catalog.unnest(i.initprivs) item
+    WHERE (SELECT x.grantee = x.grantor OR x.grantee = 0 OR x.grantee = 'pg_monitor'::pg_catalog.regrole
+           FROM pg_catalog.aclexplode(ARRAY[item]) x LIMIT 1))
+WHERE i.privtype = 'e'
+  AND ((i.classoid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND i.objoid = '@extschema@'::pg_catalog.regnamespace)
+       OR (i.classoid, i.objoid) IN (
+           SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
+           WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+             AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')));
+
+-- From PostgreSQL 17 the roles named in pg_init_privs are recorded in
+-- pg_shdepend too, and editing pg_init_privs (above) leaves those records
+-- behind: a role that ALTER DEFAULT PRIVILEGES named when the extension was
+-- created could not be dropped ("initial privileges for ... depend on it").
+-- Remove the records of the extension's objects that name a role no longer
+-- in their initial privileges (none before 17).
+DELETE FROM pg_catalog.pg_shdepend d
+WHERE d.deptype = 'i'
+  AND d.dbid = (SELECT db.oid FROM pg_catalog.pg_database db WHERE db.datname = pg_catalog.current_database())
+  AND ((d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.objid = '@extschema@'::pg_catalog.regnamespace)
+       OR (d.classid, d.objid) IN (
+           SELECT dep.classid, dep.objid FROM pg_catalog.pg_depend dep
+           WHERE dep.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND dep.deptype = 'e'
+             AND dep.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')))
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_init_privs i, pg_catalog.aclexplode(i.initprivs) x
+                  WHERE i.classoid = d.classid AND i.objoid = d.objid AND i.objsubid = d.objsubid
+                    AND d.refobjid IN (x.grantee, x.grantor));

@@ -1,0 +1,146 @@
+// json_pointer.cpp: parsing RFC 6901 pointers and the flat trie of a set of them.
+#include "json_pointer.hpp"
+
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "canonical_json.hpp"
+#include "error.hpp"
+
+namespace idem::core {
+
+namespace {
+
+struct Header {
+  std::uint32_t node_count;
+  std::uint32_t token_bytes;
+};
+
+// Names the pointer in a message: its first 64 bytes at most.
+std::string shown(Slice pointer) {
+  return pointer.size <= 64 ? std::string(pointer.data, pointer.size)
+                            : std::string(pointer.data, 64) + "...";
+}
+
+// A pointer's trie while the set is built.
+struct Tree {
+  std::map<std::string, std::unique_ptr<Tree>> children;  // byte order, as compare_keys
+  bool ends = false;
+};
+
+}  // namespace
+
+std::vector<std::string> pointer_tokens(Slice pointer) {
+  if (pointer.size == 0)
+    throw Error(sqlstate::invalid_parameter_value, "a fingerprint cannot ignore the whole request",
+                "The JSON Pointer \"\" names the whole document; name members or elements, such as \"/trace_id\".");
+  if (pointer.size > max_pointer_bytes)
+    throw Error(sqlstate::invalid_parameter_value, "JSON Pointer is too long",
+                "It has " + std::to_string(pointer.size) + " bytes; at most " + std::to_string(max_pointer_bytes) +
+                    " are allowed.");
+  if (pointer.data[0] != '/')
+    throw Error(sqlstate::invalid_parameter_value, "invalid JSON Pointer \"" + shown(pointer) + "\"",
+                "A JSON Pointer (RFC 6901) is empty or starts with \"/\".");
+  std::vector<std::string> tokens;
+  for (std::size_t i = 0; i < pointer.size; ++i) {
+    const char c = pointer.data[i];
+    if (c == '/') {
+      tokens.emplace_back();
+    } else if (c != '~') {
+      tokens.back() += c;
+    } else if (i + 1 < pointer.size && (pointer.data[i + 1] == '0' || pointer.data[i + 1] == '1')) {
+      tokens.back() += pointer.data[++i] == '0' ? '~' : '/';
+    } else {
+      throw Error(sqlstate::invalid_parameter_value, "invalid JSON Pointer \"" + shown(pointer) + "\"",
+                  "\"~\" is written \"~0\" and \"/\" inside a name \"~1\" (RFC 6901); \"~\" is followed by neither "
+                  "at byte " + std::to_string(i + 1) + ".");
+    }
+  }
+  return tokens;
+}
+
+std::size_t PointerSet::bound(const Slice* pointers, std::size_t n) {
+  if (n > max_pointers)
+    throw Error(sqlstate::invalid_parameter_value, "too many JSON Pointers for one fingerprint",
+                "There are " + std::to_string(n) + "; at most " + std::to_string(max_pointers) + " are allowed.");
+  std::size_t nodes = 1, bytes = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (const std::string& token : pointer_tokens(pointers[i])) ++nodes, bytes += token.size();
+  return sizeof(Header) + nodes * sizeof(Node) + bytes;
+}
+
+std::size_t PointerSet::build(const Slice* pointers, std::size_t n, void* block) {
+  (void)bound(pointers, n);  // the same checks, whoever calls
+  Tree root;
+  for (std::size_t i = 0; i < n; ++i) {
+    Tree* at = &root;
+    for (const std::string& token : pointer_tokens(pointers[i])) {
+      if (at->ends) break;  // a shorter pointer leaves this one out already
+      auto& child = at->children[token];
+      if (!child) child = std::make_unique<Tree>();
+      at = child.get();
+    }
+    at->ends = true;
+    at->children.clear();
+  }
+  // Breadth first, so that each node's children are contiguous.
+  std::vector<const Tree*> order{&root};
+  std::vector<Node> nodes(1, Node{0, 0, 0, 0, 0});
+  std::string tokens;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    nodes[i].first_child = static_cast<std::uint32_t>(nodes.size());
+    nodes[i].child_count = static_cast<std::uint32_t>(order[i]->children.size());
+    for (const auto& [token, child] : order[i]->children) {
+      nodes.push_back(Node{0, 0, static_cast<std::uint32_t>(tokens.size()), static_cast<std::uint32_t>(token.size()),
+                           child->ends ? 1u : 0u});
+      tokens += token;
+      order.push_back(child.get());
+    }
+  }
+  auto* out = static_cast<unsigned char*>(block);
+  const Header header{static_cast<std::uint32_t>(nodes.size()), static_cast<std::uint32_t>(tokens.size())};
+  std::memcpy(out, &header, sizeof header);
+  std::memcpy(out + sizeof header, nodes.data(), nodes.size() * sizeof(Node));
+  if (!tokens.empty()) std::memcpy(out + sizeof header + nodes.size() * sizeof(Node), tokens.data(), tokens.size());
+  return sizeof header + nodes.size() * sizeof(Node) + tokens.size();
+}
+
+const PointerSet::Node* PointerSet::nodes() const noexcept {
+  return reinterpret_cast<const Node*>(block_ + sizeof(Header));
+}
+
+const char* PointerSet::tokens() const noexcept {
+  Header header;
+  std::memcpy(&header, block_, sizeof header);
+  return reinterpret_cast<const char*>(block_ + sizeof(Header) + header.node_count * sizeof(Node));
+}
+
+const PointerSet::Node* PointerSet::child(const Node* node, Slice token) const noexcept {
+  const Node* first = nodes() + node->first_child;
+  std::size_t lo = 0, hi = node->child_count;
+  const char* bytes = tokens();
+  while (lo < hi) {  // binary search over the sorted children
+    const std::size_t mid = lo + (hi - lo) / 2;
+    const int c = compare_keys({bytes + first[mid].token_offset, first[mid].token_size}, token);
+    if (c == 0) return first + mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return nullptr;
+}
+
+const PointerSet::Node* PointerSet::element(const Node* node, std::size_t index) const noexcept {
+  if (node->child_count == 0) return nullptr;
+  char digits[24];
+  std::size_t at = sizeof digits;
+  do {
+    digits[--at] = static_cast<char>('0' + index % 10);
+    index /= 10;
+  } while (index != 0);
+  return child(node, {digits + at, sizeof digits - at});
+}
+
+}  // namespace idem::core
