@@ -50,7 +50,9 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
 -- The registry ---------------------------------------------------------------
 
 -- Nullable, without a default: no rewrite, every namespace as it was.
-ALTER TABLE idem_namespace_config ADD COLUMN fingerprint_ignore text[];
+-- (IF NOT EXISTS: under Citus, the coordinator's update alters the registry,
+-- a reference table, on every node before each node runs this script.)
+ALTER TABLE idem_namespace_config ADD COLUMN IF NOT EXISTS fingerprint_ignore text[];
 
 -- What a namespace's request fingerprint leaves out: the members and array
 -- elements that RFC 6901 JSON Pointers name (a trace id, a timestamp, a

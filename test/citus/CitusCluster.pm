@@ -46,7 +46,9 @@ citus.max_cached_conns_per_worker = 2
 }
 
 # A database with Citus on every node, the workers registered (and the
-# coordinator, which holds no shards), and the extension created.
+# coordinator, which holds no shards), and the extension created (of
+# release $CitusCluster::version when set: an update's test).
+our $version;
 sub database
 {
 	my ($db, @nodes) = @_;
@@ -58,7 +60,7 @@ sub database
 	}
 	$coordinator->safe_psql($db, sprintf(q{SELECT citus_set_coordinator_host('localhost', %d)}, $coordinator->port));
 	$coordinator->safe_psql($db, sprintf(q{SELECT citus_add_node('localhost', %d)}, $_->port)) for @workers;
-	$coordinator->safe_psql($db, 'CREATE EXTENSION idempotency');
+	$coordinator->safe_psql($db, 'CREATE EXTENSION idempotency' . ($version ? " VERSION '$version'" : ''));
 	return;
 }
 
