@@ -89,6 +89,17 @@ SELECT on_payment_succeeded('evt_1NxQ', '{"type": "payment.succeeded", "order_id
 SELECT on_payment_succeeded('evt_1NxQ', '{"type": "payment.succeeded", "order_id": "A-17"}');
 SELECT count(*) AS rows_for_a17 FROM orders_paid WHERE order_id = 'A-17';
 
+SELECT fingerprint_ignore
+FROM idempotency.idem_namespace_fingerprint('crm-webhooks', ARRAY['/delivery/attempt', '/delivery/sent_at']);
+
+BEGIN;
+SELECT kind FROM idempotency.idem_begin('crm-webhooks', 'evt_9',
+    '{"type": "contact.created", "contact": 42, "delivery": {"attempt": 1, "sent_at": "10:00:00"}}');
+SELECT idempotency.idem_commit('crm-webhooks', 'evt_9', '{"status": 200}');
+COMMIT;
+SELECT kind, result FROM idempotency.idem_begin('crm-webhooks', 'evt_9',
+    '{"type": "contact.created", "contact": 42, "delivery": {"attempt": 2, "sent_at": "10:05:00"}}');
+
 CREATE TABLE stock (sku text PRIMARY KEY, quantity integer NOT NULL);
 INSERT INTO stock VALUES ('sku-1', 10);
 
