@@ -5,7 +5,9 @@ What this is
     An independent generator of test vectors for
       * the MINT key: SHA-256 over a length-prefixed encoding of a list of
         strings ("parts"), and
-      * the CANONICAL JSON text of a JSON value and its SHA-256 request hash.
+      * the CANONICAL JSON text of a JSON value and its SHA-256 request hash,
+      * the FINGERPRINT: the canonical text of a JSON value with the parts
+        named by RFC 6901 JSON Pointers left out, and its SHA-256.
 
 Independence
     Everything here is derived only from the written specification (restated
@@ -30,6 +32,24 @@ Specification
          * numbers in PostgreSQL numeric text form: parsed as decimal.Decimal
            and printed with format(d, 'f'); negative zero loses its sign.
        Request hash = lowercase hex SHA-256 of the canonical text (UTF-8).
+    3. FINGERPRINT of a JSON value and a non-empty list of JSON Pointers
+       (RFC 6901, UTF-8):
+         * a pointer is "/" followed by reference tokens separated by "/";
+           in a token "~1" decodes to "/", then "~0" to "~" (so "~01" is
+           "~1"); "~" followed by anything else is not a pointer; "" (the
+           whole document) is refused and never used here;
+         * an object member is left out when a pointer's tokens end exactly
+           at it (its key equals the token at that depth along the path);
+         * an array element at index i is left out when the token at that
+           depth is i in decimal without leading zeros ("01" and "-" never
+           match); indices are the ORIGINAL positions and later elements
+           close up ([a,b,c] without /0 and /1 is [c]);
+         * a pointer whose path goes through a scalar, a missing member or a
+           non-index token on an array leaves out nothing; a pointer that is
+           a prefix of another makes the longer one redundant; the top-level
+           value itself is never left out;
+         * the rest is written with the CANONICAL rules above and hashed
+           like a request hash.
 
 Output
     vectors.csv next to this script; columns kind,name,input,parts_hex,
@@ -40,6 +60,10 @@ Output
       kind=canonical: input = non-canonical JSON text accepted by PostgreSQL
                       jsonb input (no duplicate keys, no \\u0000),
                       canonical = expected canonical text, sha256 = its hash.
+      kind=fingerprint: input = JSON text (as for canonical), parts_hex = hex
+                      of each pointer's UTF-8 bytes joined with '.',
+                      canonical = expected canonical text with the pointed-to
+                      parts left out, sha256 = its hash.
 
 How to run
     python3 test/kat/vectors.py           # (re)write test/kat/vectors.csv
@@ -186,6 +210,86 @@ def request_hash(canon_text):
 
 
 # --------------------------------------------------------------------------
+# 3. Fingerprint: canonical JSON with parts named by JSON Pointers left out
+# --------------------------------------------------------------------------
+
+def pointer_tokens(pointer):
+    """The reference tokens of an RFC 6901 pointer (section 3 and 4)."""
+    if not isinstance(pointer, str):
+        raise TypeError("a pointer is a str")
+    pointer.encode("utf-8")  # lone surrogates would raise here
+    if pointer == "":
+        raise ValueError('"" (the whole document) is refused')
+    if not pointer.startswith("/"):
+        raise ValueError("a pointer starts with '/': %r" % pointer)
+    tokens = pointer[1:].split("/")
+    for t in tokens:
+        if re.search(r"~(?![01])", t):
+            raise ValueError("'~' not followed by 0 or 1 in %r" % pointer)
+    # RFC 6901 section 4: first "~1" -> "/", then "~0" -> "~".
+    return [t.replace("~1", "/").replace("~0", "~") for t in tokens]
+
+
+def _array_index_token(i):
+    # RFC 6901 array-index: "0" or a digit 1-9 followed by digits.
+    return str(i)
+
+
+def ignore_parts(value, pointers):
+    """value with every part named by one of pointers left out."""
+    if not pointers:
+        raise ValueError("an empty pointer list is not a valid input")
+    # A trie of token paths; None marks a path where a pointer ends (all
+    # below it goes with it, so longer pointers under it are redundant).
+    root = {}
+    for p in pointers:
+        node = root
+        toks = pointer_tokens(p)
+        for depth, t in enumerate(toks):
+            last = depth == len(toks) - 1
+            if last:
+                node[t] = None
+                break
+            nxt = node.get(t, {})
+            if nxt is None:  # a shorter pointer already leaves this out
+                break
+            node[t] = nxt
+            node = nxt
+
+    def walk(v, node):
+        if isinstance(v, dict):
+            out = {}
+            for k, x in v.items():
+                if k in node:
+                    child = node[k]
+                    if child is None:
+                        continue
+                    out[k] = walk(x, child)
+                else:
+                    out[k] = x
+            return out
+        if isinstance(v, list):
+            out = []
+            for i, x in enumerate(v):
+                tok = _array_index_token(i)
+                if tok in node:
+                    child = node[tok]
+                    if child is None:
+                        continue
+                    out.append(walk(x, child))
+                else:
+                    out.append(x)
+            return out
+        return v  # a scalar: nothing below it to leave out
+
+    return walk(value, root)  # the top-level value itself always stays
+
+
+def fingerprint_text(value, pointers):
+    return canonical(ignore_parts(value, pointers))
+
+
+# --------------------------------------------------------------------------
 # Vectors
 # --------------------------------------------------------------------------
 
@@ -293,6 +397,71 @@ CANONICAL_VECTORS = [
     ("object_30_keys", _OBJ30_INPUT),
 ]
 
+# (name, JSON text, pointers, leaves_out): leaves_out=False marks the
+# vectors whose pointers deliberately match nothing ("no effect").
+FINGERPRINT_VECTORS = [
+    ("ignore_top_level_member",
+     '{"nonce": "n-1", "amount": 10, "currency": "EUR"}', ["/nonce"], True),
+    ("ignore_nested_member",
+     '{"meta": {"ts": 1700000000, "id": "r1"}, "amount": 10}', ["/meta/ts"], True),
+    ("ignore_member_in_array_element",
+     '{"items": [{"nonce": 1, "sku": "a"}, {"nonce": 2, "sku": "b"}]}',
+     ["/items/0/nonce"], True),
+    ("ignore_array_element_middle",
+     '{"a": ["x", "y", "z", "w"]}', ["/a/1"], True),
+    ("ignore_two_elements_original_indices",
+     '{"a": ["x", "y", "z"]}', ["/a/0", "/a/1"], True),
+    ("ignore_elements_one_and_three",
+     '{"a": [0, 1, 2, 3, 4]}', ["/a/3", "/a/1"], True),
+    ("ignore_index_leading_zero_no_effect",
+     '{"a": [0, 1, 2]}', ["/a/01"], False),
+    ("ignore_index_dash_no_effect",
+     '{"a": [0, 1, 2]}', ["/a/-"], False),
+    ("ignore_index_out_of_range_no_effect",
+     '{"a": [0, 1, 2]}', ["/a/3", "/a/99"], False),
+    ("ignore_through_scalar_no_effect",
+     '{"a": 1, "s": "str", "n": null}', ["/a/b", "/s/0", "/n/x"], False),
+    ("ignore_missing_member_no_effect",
+     '{"a": {"b": 1}}', ["/zz", "/a/c", "/a/b/c"], False),
+    ("ignore_non_index_token_on_array_no_effect",
+     '{"a": [{"x": 1}]}', ["/a/x", "/a/ 0", "/a/+0", "/a/0x"], False),
+    ("ignore_top_level_scalar_no_effect", ' 42 ', ["/a", "/0"], False),
+    ("ignore_tilde0_in_name",
+     '{"a~b": 1, "a/b": 2, "ab": 3}', ["/a~0b"], True),
+    ("ignore_tilde1_in_name",
+     '{"a~b": 1, "a/b": 2, "ab": 3}', ["/a~1b"], True),
+    ("ignore_tilde01_is_tilde_one",
+     '{"~1": 1, "/": 2, "~": 3, "~/": 4}', ["/~01"], True),
+    ("ignore_tilde10_is_slash_zero",
+     '{"/0": 1, "~0": 2, "/": {"0": 3}}', ["/~10"], True),
+    ("ignore_empty_name_member",
+     '{"": 1, "a": {"": 2, "b": 3}}', ["/"], True),
+    ("ignore_empty_name_nested",
+     '{"": 1, "a": {"": 2, "b": 3}}', ["/a/"], True),
+    ("ignore_prefix_makes_longer_redundant",
+     '{"a": {"b": 1, "c": 2}, "d": 3}', ["/a/b", "/a", "/a/c/zz"], True),
+    ("ignore_key_order_after_removal",
+     '{"😀": 6, "b": 1, "�": 5, "ab": 2, "aa": 4, "a": 3}', ["/ab"], True),
+    ("ignore_non_ascii_names",
+     '{"é": 1, "😀": {"x": 1, "é": 2}, "e": 3}', ["/é", "/😀/x"], True),
+    ("ignore_top_level_array_element",
+     ' [ "a" , "b" , "c" ] ', ["/1"], True),
+    ("ignore_nested_arrays",
+     '[[1, 2], [3, 4]]', ["/1/0"], True),
+    ("ignore_leaves_object_empty",
+     '{"a": {"t": 1}}', ["/a/t"], True),
+    ("ignore_every_member",
+     '{"a": 1, "b": [2], "c": {"d": 3}}', ["/c", "/a", "/b"], True),
+    ("ignore_every_element",
+     '[1, 2]', ["/0", "/1"], True),
+    ("ignore_number_like_object_key",
+     '{"0": 1, "1": 2, "00": 3}', ["/0"], True),
+    ("ignore_leading_zero_object_key",
+     '{"0": 1, "1": 2, "00": 3}', ["/00"], True),
+    ("ignore_duplicate_pointer",
+     '{"a": 1, "b": 2}', ["/a", "/a"], True),
+]
+
 
 # --------------------------------------------------------------------------
 # Build, self-check, write
@@ -322,6 +491,25 @@ def build_rows():
             "name": name,
             "input": text,
             "parts_hex": "",
+            "canonical": canon,
+            "sha256": request_hash(canon),
+        })
+    for name, text, pointers, leaves_out in FINGERPRINT_VECTORS:
+        assert pointers, "an empty pointer list must never be emitted"
+        assert "" not in pointers, '"" is refused by the product'
+        value = parse_json(text)
+        whole = canonical(value)
+        canon = fingerprint_text(value, pointers)
+        if leaves_out:
+            assert canon != whole, "%s leaves nothing out" % name
+        else:
+            assert canon == whole, "%s is marked 'no effect'" % name
+        assert canonical(parse_json(canon)) == canon, name
+        rows.append({
+            "kind": "fingerprint",
+            "name": name,
+            "input": text,
+            "parts_hex": ".".join(p.encode("utf-8").hex() for p in pointers),
             "canonical": canon,
             "sha256": request_hash(canon),
         })
@@ -381,6 +569,54 @@ def self_checks():
             pass
         else:
             raise AssertionError("accepted %r" % bad)
+    # JSON Pointer decoding, hand-written expectations (RFC 6901 sections 3-5)
+    assert pointer_tokens("/") == [""]
+    assert pointer_tokens("/a/b") == ["a", "b"]
+    assert pointer_tokens("/a~1b") == ["a/b"]
+    assert pointer_tokens("/m~0n") == ["m~n"]
+    assert pointer_tokens("/~01") == ["~1"]
+    assert pointer_tokens("/~10") == ["/0"]
+    assert pointer_tokens("//") == ["", ""]
+    assert pointer_tokens("/é/😀") == ["é", "😀"]
+    for bad in ["", "a", "/~", "/~2", "/a~"]:
+        try:
+            pointer_tokens(bad)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("accepted pointer %r" % bad)
+    # fingerprints, hand-written expectations
+    def fp(text, pointers):
+        return fingerprint_text(parse_json(text), pointers)
+    assert fp('{"nonce":"n","amount":10}', ["/nonce"]) == '{"amount":10}'
+    assert fp('{"a":["x","y","z"]}', ["/a/1"]) == '{"a":["x","z"]}'
+    assert fp('{"a":["x","y","z"]}', ["/a/0", "/a/1"]) == '{"a":["z"]}'
+    assert fp('{"a":["x","y","z"]}', ["/a/01", "/a/-", "/a/3"]) == \
+        '{"a":["x","y","z"]}'
+    assert fp('{"items":[{"nonce":1,"sku":"a"},{"nonce":2}]}',
+              ["/items/0/nonce"]) == '{"items":[{"sku":"a"},{"nonce":2}]}'
+    assert fp('[[1,2],[3,4]]', ["/1/0"]) == '[[1,2],[4]]'
+    assert fp('["a","b","c"]', ["/1"]) == '["a","c"]'
+    assert fp('{"a":{"t":1}}', ["/a/t"]) == '{"a":{}}'
+    assert fp('{"a":1,"b":2}', ["/a", "/b"]) == '{}'
+    assert fp('{"0":1,"1":2}', ["/0"]) == '{"1":2}'
+    assert fp('{"~1":1,"/":2,"~":3}', ["/~01"]) == '{"/":2,"~":3}'
+    assert fp('{"a~b":1,"a/b":2}', ["/a~1b"]) == '{"a~b":1}'
+    assert fp('{"":1,"a":2}', ["/"]) == '{"a":2}'
+    assert fp('{"a":{"b":1,"c":2},"d":3}', ["/a/b", "/a"]) == '{"d":3}'
+    assert fp('{"a":1,"s":"x"}', ["/a/b", "/s/0"]) == '{"a":1,"s":"x"}'
+    assert fp('{"é":1,"😀":{"x":1,"y":2},"e":3}', ["/é", "/😀/x"]) == \
+        '{"e":3,"😀":{"y":2}}'
+    assert fp('{"😀":1,"ab":2,"�":3,"b":4}', ["/ab"]) == \
+        '{"b":4,"�":3,"😀":1}'
+    assert fp('5', ["/a"]) == '5'
+    try:
+        ignore_parts(parse_json("{}"), [])
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("empty pointer list accepted")
+    assert all(ptrs and "" not in ptrs for _, _, ptrs, _ in FINGERPRINT_VECTORS)
     # known SHA-256 values
     assert request_hash("{}") == \
         "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"

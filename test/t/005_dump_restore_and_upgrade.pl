@@ -163,7 +163,7 @@ is($node->safe_psql('v010', q{
 
 # 0.2.0, 0.3.0, 0.4.0, 0.4.1, 0.5.0, 0.6.0 and 0.7.0: the same population, the update,
 # then every row checked.
-for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0', '0.7.0')
+for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0', '0.7.0', '0.8.0')
 {
 	(my $db = "v$version") =~ s/\.//g;
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
@@ -204,6 +204,12 @@ for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0', '0.7.0')
 		GRANT SELECT ON idempotency.idem_stats TO stats_exec;
 		GRANT EXECUTE ON FUNCTION idempotency.idem_stats_counters(), idempotency.idem_stats_released_keys()
 		TO stats_exec;}) if $version eq '0.7.0';
+	# 0.9.0's idem_namespace_fingerprint: a role the owner let configure
+	# namespaces may set pointers too.
+	$node->safe_psql($db, q{
+		CREATE ROLE configurer;
+		GRANT EXECUTE ON FUNCTION idempotency.idem_namespace_configure(text, interval, interval, boolean, boolean, integer)
+		TO configurer;}) if $version eq '0.8.0';
 
 	my $before = record_rows($db, $v2_columns);
 	is($node->safe_psql($db, q{
@@ -238,6 +244,34 @@ for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0', '0.7.0')
 		is($node->safe_psql($db, q{SET ROLE stats_exec; SELECT count(*) FROM idempotency.idem_stats}), '1',
 			"$version: a role granted idem_stats and its functions still reads it");
 	}
+	if ($version eq '0.8.0')
+	{
+		is($node->safe_psql($db, q{
+			SELECT has_function_privilege('configurer', 'idempotency.idem_namespace_fingerprint(text, text[])', 'EXECUTE')
+			       || ' ' || (SELECT count(*) FROM pg_init_privs i, aclexplode(i.initprivs) x
+			                  WHERE i.objoid = 'idempotency.idem_namespace_fingerprint(text, text[])'::regprocedure
+			                    AND x.grantee = 'configurer'::regrole)}),
+			'true 0', "$version: a role granted idem_namespace_configure may call idem_namespace_fingerprint, not as an initial privilege");
+	}
+	# 0.9.0's pointers: every namespace the update carried fingerprints whole
+	# requests; one with records refuses pointers; a new one takes them.
+	is($node->safe_psql($db, q{
+		SELECT count(*) FILTER (WHERE fingerprint_ignore IS NULL) || ' of ' || count(*) FROM idempotency.idem_namespaces}),
+		$node->safe_psql($db, q{SELECT count(*) || ' of ' || count(*) FROM idempotency.idem_namespace_config}),
+		"$version: no namespace ignores anything after the update");
+	($ret, $out, $err) = $node->psql($db, q{SELECT idempotency.idem_namespace_fingerprint('orders', ARRAY['/sku'])});
+	like($err, qr/cannot change what the fingerprint of idempotency namespace "orders" ignores/,
+		"$version: pointers for a namespace with records are refused");
+	is($node->safe_psql($db, q{
+		SELECT fingerprint_ignore FROM idempotency.idem_namespace_fingerprint('fp-new', ARRAY['/trace']);
+		BEGIN;
+		SELECT kind FROM idempotency.idem_begin('fp-new', 'k', '{"a": 1, "trace": 1}');
+		SELECT idempotency.idem_commit('fp-new', 'k', '{"ok": true}');
+		COMMIT;
+		SELECT kind FROM idempotency.idem_begin('fp-new', 'k', '{"a": 1, "trace": 2}');
+		DELETE FROM idempotency.idempotency_record WHERE namespace = 'fp-new';
+		SELECT idempotency.idem_namespace_drop('fp-new');}),
+		"{/trace}\nfresh\n\nprior_result\nt", "$version: a new namespace's pointers work after the update");
 	is($node->safe_psql($db, q{
 		SELECT count(*) FILTER (WHERE attempt = 1) || ' of ' || count(*) FROM idempotency.idempotency_record}),
 		(307 + $legacy) . ' of ' . (307 + $legacy), "$version: every record is the first attempt");

@@ -1,4 +1,5 @@
-// kat_test.cpp: known-answer vectors from test/kat/vectors.py (independent Python) against mint_key and Sha256.
+// kat_test.cpp: known-answer vectors from test/kat/vectors.py (independent Python) against mint_key, Sha256
+// and pointer_tokens.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "core/canonical_json.hpp"
 #include "core/hex.hpp"
+#include "core/json_pointer.hpp"
 #include "core/key.hpp"
 #include "core/sha256.hpp"
 #include "csv.hpp"
@@ -139,7 +141,8 @@ TEST(Kat, FileReadsWithTheExpectedColumns) {
   EXPECT_EQ(kat().header, kColumns);
   std::set<std::string> names;
   for (const auto& v : kat().rows) {
-    EXPECT_TRUE(v.kind == "mint" || v.kind == "canonical") << v.name << ": kind " << v.kind;
+    EXPECT_TRUE(v.kind == "mint" || v.kind == "canonical" || v.kind == "fingerprint")
+        << v.name << ": kind " << v.kind;
     EXPECT_TRUE(names.insert(v.name).second) << "duplicate name " << v.name;
     EXPECT_TRUE(is_lower_hex64(v.sha256)) << v.name << ": sha256 " << v.sha256;
   }
@@ -182,5 +185,32 @@ TEST(Kat, CanonicalVectors) {
     w.put(v->canonical.data(), v->canonical.size());
     w.flush();
     EXPECT_EQ(hex(h.finish()), v->sha256);
+  }
+}
+
+TEST(Kat, FingerprintVectors) {
+  ASSERT_EQ(kat().error, "") << IDEM_KAT_CSV;
+  const auto rows = rows_of("fingerprint");
+  EXPECT_GE(rows.size(), 20u) << "too few fingerprint vectors in " << IDEM_KAT_CSV;
+  for (const Vector* v : rows) {
+    SCOPED_TRACE(v->name);
+    // The canonical text with the pointed-to parts left out hashes to sha256.
+    EXPECT_EQ(hex(idem::core::Sha256::of(v->canonical.data(), v->canonical.size())), v->sha256);
+    // parts_hex is a non-empty list of pointers the product accepts.
+    ASSERT_FALSE(v->parts_hex.empty());
+    std::vector<std::string> pointers;
+    for (const auto& h : split_dots(v->parts_hex)) {
+      std::string bytes;
+      ASSERT_TRUE(decode_hex(h, bytes)) << "bad parts_hex " << v->parts_hex;
+      pointers.push_back(bytes);
+    }
+    EXPECT_LE(pointers.size(), idem::core::max_pointers);
+    for (const auto& p : pointers) {
+      SCOPED_TRACE(p);
+      std::vector<std::string> tokens;
+      EXPECT_NO_THROW(tokens = idem::core::pointer_tokens(idem_test::sl(p)));
+      // One reference token per "/" ("~1" decodes to "/" only inside a token).
+      EXPECT_EQ(tokens.size(), static_cast<std::size_t>(std::count(p.begin(), p.end(), '/')));
+    }
   }
 }
