@@ -75,12 +75,15 @@ DECLARE
     records bigint;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
-    -- Raises 22023 for a pointer that is not one (or names the whole
-    -- request, or there are too many), 22004 for a NULL one.
-    PERFORM @extschema@.idem_request_hash('null'::jsonb, ignore);
+    IF array_ndims(ignore) > 1 THEN
+        PERFORM @extschema@.idem_request_hash('null'::jsonb, ignore);   -- raises 22023
+    END IF;
     -- Kept sorted and without repeats, so that a change is a change.
     wanted := nullif(ARRAY(SELECT d.p FROM (SELECT DISTINCT u.p COLLATE "C" AS p FROM unnest(ignore) u(p)) d
                            ORDER BY d.p), '{}');
+    -- Raises 22023 for a pointer that is not one (or names the whole
+    -- request, or there are too many), 22004 for a NULL one.
+    PERFORM @extschema@.idem_request_hash('null'::jsonb, wanted);
     INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;
     -- The row lock orders concurrent changes of one namespace.
     SELECT * INTO old FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
@@ -253,11 +256,12 @@ BEGIN
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.idem_namespace_fingerprint(text, text[]) TO %s%s',
                                   x.grantee, CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
-    -- PUBLIC's grant (the cleanup below keeps PUBLIC's entries) is the
-    -- user's, not an initial privilege.
+    -- PUBLIC's and pg_monitor's grants (the cleanup below keeps their
+    -- entries) are the user's, not initial privileges.
     UPDATE pg_catalog.pg_init_privs i
     SET initprivs = ARRAY(SELECT item FROM pg_catalog.unnest(i.initprivs) item
-                          WHERE (SELECT e.grantee <> 0 FROM pg_catalog.aclexplode(ARRAY[item]) e LIMIT 1))
+                          WHERE (SELECT e.grantee NOT IN (0, 'pg_monitor'::pg_catalog.regrole)
+                                 FROM pg_catalog.aclexplode(ARRAY[item]) e LIMIT 1))
     WHERE i.privtype = 'e' AND i.classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
       AND i.objoid = '@extschema@.idem_namespace_fingerprint(text,text[])'::pg_catalog.regprocedure;
 END;

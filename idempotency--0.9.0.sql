@@ -1174,12 +1174,15 @@ DECLARE
     records bigint;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
-    -- Raises 22023 for a pointer that is not one (or names the whole
-    -- request, or there are too many), 22004 for a NULL one.
-    PERFORM @extschema@.idem_request_hash('null'::jsonb, ignore);
+    IF array_ndims(ignore) > 1 THEN
+        PERFORM @extschema@.idem_request_hash('null'::jsonb, ignore);   -- raises 22023
+    END IF;
     -- Kept sorted and without repeats, so that a change is a change.
     wanted := nullif(ARRAY(SELECT d.p FROM (SELECT DISTINCT u.p COLLATE "C" AS p FROM unnest(ignore) u(p)) d
                            ORDER BY d.p), '{}');
+    -- Raises 22023 for a pointer that is not one (or names the whole
+    -- request, or there are too many), 22004 for a NULL one.
+    PERFORM @extschema@.idem_request_hash('null'::jsonb, wanted);
     INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;
     -- The row lock orders concurrent changes of one namespace.
     SELECT * INTO old FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;

@@ -33,6 +33,7 @@ SELECT idem_canonical('{}', ARRAY['/a', NULL]);
 SELECT idem_canonical('{}', ARRAY[ARRAY['/a'], ARRAY['/b']]);
 SELECT idem_canonical('{}', ARRAY(SELECT '/p' || g FROM generate_series(1, 65) g));
 SELECT idem_canonical('{}', ARRAY['/' || repeat('x', 1024)]);
+SELECT idem_canonical('{}', ARRAY['/ok', '/é~x']);
 \set VERBOSITY terse
 
 -- A namespace that ignores a trace id and a client timestamp.
@@ -78,6 +79,10 @@ BEGIN;
 SELECT kind, submitted_hash = idem_request_hash('{"amount": 5, "sent_at": "x"}') AS whole
 FROM idem_begin('fp', 'k1', '{"amount": 5, "sent_at": "x"}');
 ROLLBACK;
+-- The limit counts distinct pointers: 65 given, 64 different, are taken.
+SELECT cardinality(fingerprint_ignore)
+FROM idem_namespace_fingerprint('fp-3', ARRAY(SELECT '/p' || (g % 64) FROM generate_series(0, 64) g));
+SELECT idem_namespace_drop('fp-3');
 -- Bad pointers and a bad namespace change nothing.
 SELECT idem_namespace_fingerprint('fp', ARRAY['trace_id']);
 SELECT idem_namespace_fingerprint('fp', ARRAY[NULL]);

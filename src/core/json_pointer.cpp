@@ -17,10 +17,12 @@ struct Header {
   std::uint32_t token_bytes;
 };
 
-// Names the pointer in a message: its first 64 bytes at most.
-std::string shown(Slice pointer) {
-  return pointer.size <= 64 ? std::string(pointer.data, pointer.size)
-                            : std::string(pointer.data, 64) + "...";
+// The 1-based character position of byte i of UTF-8 text s, for a message.
+std::size_t character_at(Slice s, std::size_t i) {
+  std::size_t n = 1;
+  for (std::size_t b = 0; b < i && b < s.size; ++b)
+    if ((static_cast<unsigned char>(s.data[b]) & 0xC0) != 0x80) ++n;
+  return n;
 }
 
 // A pointer's trie while the set is built.
@@ -35,13 +37,13 @@ std::vector<std::string> pointer_tokens(Slice pointer) {
   if (pointer.size == 0)
     throw Error(sqlstate::invalid_parameter_value, "a fingerprint cannot ignore the whole request",
                 "The JSON Pointer \"\" names the whole document; name members or elements, such as \"/trace_id\".");
+  if (pointer.data[0] != '/')
+    throw Error(sqlstate::invalid_parameter_value, "invalid JSON Pointer",
+                "A JSON Pointer (RFC 6901) starts with \"/\", as \"/trace_id\" or \"/items/0\" do.");
   if (pointer.size > max_pointer_bytes)
     throw Error(sqlstate::invalid_parameter_value, "JSON Pointer is too long",
-                "It has " + std::to_string(pointer.size) + " bytes; at most " + std::to_string(max_pointer_bytes) +
-                    " are allowed.");
-  if (pointer.data[0] != '/')
-    throw Error(sqlstate::invalid_parameter_value, "invalid JSON Pointer \"" + shown(pointer) + "\"",
-                "A JSON Pointer (RFC 6901) is empty or starts with \"/\".");
+                "It has " + std::to_string(pointer.size) + " bytes in UTF-8; at most " +
+                    std::to_string(max_pointer_bytes) + " are allowed.");
   std::vector<std::string> tokens;
   for (std::size_t i = 0; i < pointer.size; ++i) {
     const char c = pointer.data[i];
@@ -52,9 +54,9 @@ std::vector<std::string> pointer_tokens(Slice pointer) {
     } else if (i + 1 < pointer.size && (pointer.data[i + 1] == '0' || pointer.data[i + 1] == '1')) {
       tokens.back() += pointer.data[++i] == '0' ? '~' : '/';
     } else {
-      throw Error(sqlstate::invalid_parameter_value, "invalid JSON Pointer \"" + shown(pointer) + "\"",
-                  "\"~\" is written \"~0\" and \"/\" inside a name \"~1\" (RFC 6901); \"~\" is followed by neither "
-                  "at byte " + std::to_string(i + 1) + ".");
+      throw Error(sqlstate::invalid_parameter_value, "invalid JSON Pointer",
+                  "\"~\" is written \"~0\" and \"/\" inside a name \"~1\" (RFC 6901); the \"~\" at character " +
+                      std::to_string(character_at(pointer, i)) + " is followed by neither.");
     }
   }
   return tokens;

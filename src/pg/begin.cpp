@@ -439,9 +439,17 @@ constexpr Names batch_names{"idem_begin_batch", "begin_batch"};
 // first look alone, which answers a final record's replay or mismatch or
 // sets *undecided, and reports the store it opened (looked), whose locks
 // the batch gives back before it waits for the namespace's lock, and the
-// request's fingerprint (hash); then the rest without a first look, with
+// request's fingerprint (hashed); then the rest without a first look, with
 // that fingerprint.
 enum class Pass { whole, first_look, after_first_look };
+
+// A fingerprint a batch's first pass made, and whether the namespace's
+// pointers left parts of the request out of it: the second pass makes it
+// again when pointers were in force at either pass.
+struct Hashed {
+  Datum hash;
+  bool pointed;
+};
 
 // The lock a begin takes on its store's table: RowExclusiveLock, as INSERT
 // ... ON CONFLICT takes it, when the begin may write (taking it only after
@@ -451,7 +459,7 @@ LOCKMODE store_lock_mode() { return XactReadOnly ? AccessShareLock : RowExclusiv
 
 Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* request, const Wait* batch_wait,
                   const Names& names, Pass pass = Pass::whole, bool* undecided = nullptr,
-                  pg::Store* looked = nullptr, Datum* hash = nullptr) {
+                  pg::Store* looked = nullptr, Hashed* hashed = nullptr) {
   const LOCKMODE table_lock = store_lock_mode();
   Datum submitted;
   int64 wait_ms;
@@ -470,9 +478,9 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
     const Asked a = asked(fcinfo, policy, ns, given_key, request);
     // The checks in the order of 0.5.0's (the caller's grant, the
     // arguments), so that every error is the one it was.
-    submitted = pass == Pass::after_first_look ? *hash
+    submitted = pass == Pass::after_first_look ? hashed->hash
                                                : PointerGetDatum(pg::request_hash_bytea(&request->root, policy.ignore));
-    if (pass == Pass::first_look) *hash = submitted;
+    if (pass == Pass::first_look) *hashed = Hashed{submitted, policy.ignore != nullptr};
     wait_ms = batch_wait != nullptr ? batch_wait->ms : in_flight_wait_ms(fcinfo, 4);
     opened_for = InvalidOid, opened_hashed = false;
     if (pass != Pass::after_first_look) {
@@ -515,8 +523,9 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
   // Pointers changed before the lock was granted (the change waits for no
   // record): the fingerprint is made again under the pointers now in force.
   // (A batch's second pass has no first policy at hand: it makes it again
-  // whenever pointers are set.)
-  if (pass == Pass::after_first_look ? policy.ignore != nullptr : !pg::same_fingerprint(policy, hashed_under))
+  // whenever pointers were in force at either pass.)
+  if (pass == Pass::after_first_look ? hashed->pointed || policy.ignore != nullptr
+                                     : !pg::same_fingerprint(policy, hashed_under))
     submitted = PointerGetDatum(pg::request_hash_bytea(&request->root, policy.ignore));
   Interval* window = a.window;
   text* key = a.key;
@@ -785,22 +794,22 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
   auto* answers = static_cast<HeapTuple*>(palloc0(sizeof(HeapTuple) * (n > 0 ? n : 1)));
   auto* kinds = static_cast<Kind*>(palloc(sizeof(Kind) * (n > 0 ? n : 1)));
   auto* looked = static_cast<pg::Store*>(palloc0(sizeof(pg::Store) * (n > 0 ? n : 1)));
-  auto* hashes = static_cast<Datum*>(palloc0(sizeof(Datum) * (n > 0 ? n : 1)));
+  auto* hashes = static_cast<Hashed*>(palloc0(sizeof(Hashed) * (n > 0 ? n : 1)));
   int pending = 0;
   for (int k = 0; k < n; ++k) {
     CHECK_FOR_INTERRUPTS();
     const int i = order[k];
     // A later copy of a key left undecided goes to the second pass too: it
     // is begun after the earlier one, as a second call would be.
-    const bool copy = k > 0 && hashes[order[k - 1]] != 0 && pg::same_bytes(keys[order[k - 1]], keys[i]);
+    const bool copy = k > 0 && hashes[order[k - 1]].hash != 0 && pg::same_bytes(keys[order[k - 1]], keys[i]);
     bool undecided = false;
-    Datum hash = 0;
+    Hashed hashed{0, false};
     MemoryContextSwitchTo(per_key);
     Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names,
-                          Pass::first_look, &undecided, &looked[k], &hash);
+                          Pass::first_look, &undecided, &looked[k], &hashed);
     MemoryContextSwitchTo(batch);
     if (undecided || copy) {
-      hashes[i] = datumCopy(hash, false, -1);  // out of the key's context
+      hashes[i] = Hashed{datumCopy(hashed.hash, false, -1), hashed.pointed};  // out of the key's context
       ++pending;
     } else {
       answers[i] = to_tuple(fcinfo, o, false);

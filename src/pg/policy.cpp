@@ -183,15 +183,7 @@ void load(Entry* e, const text* ns, const Registry& r) {
   if (!nulls[4]) e->has_max_payload = true, e->max_payload_bytes = DatumGetInt32(row[4]);
   if (!nulls[6]) e->store = DatumGetObjectId(row[6]);
   // Pointers written by hand that are not pointers fail every call, named.
-  if (!nulls[9]) {
-    try {
-      e->ignore = pointer_set(DatumGetArrayTypeP(row[9]), &e->ignore_size);
-    } catch (const core::Error& error) {
-      throw core::Error(error.sqlstate(), "idempotency namespace \"" + string_of(ns) +
-                                              "\" has an invalid fingerprint_ignore: " + error.message(),
-                        error.detail(), "Set it again with idem_namespace_fingerprint.");
-    }
-  }
+  if (!nulls[9]) e->ignore = pointer_set(DatumGetArrayTypeP(row[9]), &e->ignore_size, ns);
   ArrayType* grantees = DatumGetArrayTypeP(row[5]);
   Datum* oids;
   int count;
@@ -256,11 +248,13 @@ Entry lookup(const text* ns, const Registry& r) {
   std::memcpy(loaded.name, name, sizeof name);
   load(&loaded, ns, r);
   if (generation != read_at) return loaded;
-  // Entered only once complete (an error while loading leaves nothing).
-  auto* e = static_cast<Entry*>(hash_search(policy_cache(r), name, HASH_ENTER, nullptr));
-  *e = loaded;
-  e->grantees = copy_oids(cache_context, loaded.grantees, loaded.grantee_count);
-  e->ignore = copy_block(cache_context, loaded.ignore, loaded.ignore_size);
+  // Entered only once complete (an error while loading, or copying into the
+  // cache's context, leaves nothing).
+  HTAB* into = policy_cache(r);
+  Entry cached = loaded;
+  cached.grantees = copy_oids(cache_context, loaded.grantees, loaded.grantee_count);
+  cached.ignore = copy_block(cache_context, loaded.ignore, loaded.ignore_size);
+  *static_cast<Entry*>(hash_search(into, name, HASH_ENTER, nullptr)) = cached;
   return loaded;
 }
 
