@@ -1642,11 +1642,12 @@ REVOKE ALL ON FUNCTION idem_distribute_registry() FROM PUBLIC;
 -- distributes them with the store: Citus runs each call on the node of the
 -- shard that its key (or namespace) routes to, inside a transaction block
 -- too (force_delegation). <table>_begin, <table>_commit,
--- <table>_fail_permanent and <table>_fail_transient take the arguments of
--- idem_begin, idem_commit, idem_fail_permanent and idem_fail_transient; on
--- a store distributed by namespace, <table>_begin_batch those of
--- idem_begin_batch (0.8.0). Those that exist are kept: called again after
--- an update, it makes the ones the new release adds.
+-- <table>_fail_permanent, <table>_fail_transient, <table>_extend_lease and
+-- <table>_record_point take the arguments of the idem_ functions of those
+-- names (the last two since 0.9.0); on a store distributed by namespace,
+-- <table>_begin_batch those of idem_begin_batch (0.8.0). Those that exist
+-- are kept: called again after an update, it makes the ones the new
+-- release adds.
 CREATE FUNCTION idem_create_entry_points(store regclass)
 RETURNS SETOF regprocedure
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -1687,6 +1688,12 @@ BEGIN
              'text,text,jsonb,bigint', 'void', 'PERFORM @extschema@.idem_fail_permanent(namespace, key, error, fence);'),
             ('fail_transient', 'namespace text, key text, fence bigint DEFAULT NULL',
              'text,text,bigint', 'void', 'PERFORM @extschema@.idem_fail_transient(namespace, key, fence);'),
+            -- A holder's heartbeat and recovery point (0.9.0).
+            ('extend_lease', 'namespace text, key text, fence bigint',
+             'text,text,bigint', 'timestamptz', 'RETURN @extschema@.idem_extend_lease(namespace, key, fence);'),
+            ('record_point', 'namespace text, key text, fence bigint, point text, state jsonb DEFAULT NULL',
+             'text,text,bigint,text,jsonb', 'timestamptz',
+             'RETURN @extschema@.idem_record_point(namespace, key, fence, point, state);'),
             -- A batch's keys are on one node only in a store distributed by
             -- namespace (one tenant's keys); it answers an array, so that
             -- Citus delegates the call as it delegates the others.

@@ -464,11 +464,9 @@ TimestampTz extend(FunctionCallInfo fcinfo, bool recording) {
   text* point = recording ? point_arg(fcinfo, 3) : nullptr;
   Jsonb* state = recording && !PG_ARGISNULL(4) ? PG_GETARG_JSONB_P(4) : nullptr;
   const pg::Policy policy = pg::authorize(ns);
-  pg::refuse_a_key_elsewhere(fcinfo, ns, policy.store,
-                             recording ? "idem_record_point cannot record a recovery point in"
-                                       : "idem_extend_lease cannot extend a lease in",
-                             "idem_create_entry_points makes no heartbeat nor recovery point yet: a claim there "
-                             "lives by its lease alone (docs/scale-out.md).");
+  // On a store Citus distributes, only on the node of the key's shard (its
+  // entry point, <table>_extend_lease or <table>_record_point: open_store).
+  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
   if (state != nullptr) {
     pg::check_payload_size(state, "recovery state", ns, policy);
     pg::check_utf8(&state->root);

@@ -129,6 +129,33 @@ $coordinator->safe_psql($db, q{UPDATE shop.idem_records SET updated_at = now() -
 is($out, 'fresh 2', 'outcomes: an abandoned claim under the lease is taken over as attempt 2');
 like($err, qr/ERROR:  55000: cannot commit an idempotency record held under another fence/,
 	'  and the first claim\'s fence is refused');
+# A holder's heartbeat and recovery point through the entry points, called
+# on a worker and run on the key's node; a takeover there answers the
+# point, and the old holder's fence records nothing more. Called directly
+# where the shard is not, the store's function is refused.
+($out, $err) = as_app($workers[0], q{
+	BEGIN;
+	SELECT fence FROM shop.idem_records_begin('job', 'j-2', '{"job": 2}');
+	COMMIT;});
+my $holder_fence = $out;
+($out, $err) = as_app($workers[1], qq{
+	SELECT shop.idem_records_extend_lease('job', 'j-2', $holder_fence);
+	SELECT shop.idem_records_record_point('job', 'j-2', $holder_fence, 'charged', '{"charge": "ch_2"}');});
+like($out, qr/^\d{4}-\d\d-\d\d [\d:.]+[-+][\d:]+\n\d{4}-\d\d-\d\d [\d:.]+[-+][\d:]+$/,
+	'lease: a heartbeat and a recovery point through the entry points, each answering the lease\'s end') or diag($err);
+my ($ret, $o, $e) = $coordinator->psql($db, qq{SET ROLE app; SELECT idempotency.idem_record_point('job', 'j-2', $holder_fence, 'x')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($e, qr/ERROR:  0A000: this key of idempotency namespace "job" is kept on another node/,
+	'  idem_record_point itself, where the shard is not, is refused');
+$coordinator->safe_psql($db, q{UPDATE shop.idem_records SET updated_at = now() - interval '2 minutes' WHERE key_value = 'j-2'});
+($out, $err) = as_app($workers[1], q{
+	BEGIN;
+	SELECT kind || ' ' || attempt || ' ' || takeover || ' ' || recovery_point || ' ' || recovery_state
+	FROM shop.idem_records_begin('job', 'j-2', '{"job": 2}');
+	COMMIT;});
+is($out, 'fresh 2 true charged {"charge": "ch_2"}', '  a takeover answers the recovery point') or diag($err);
+($out, $err) = as_app($workers[0], qq{SELECT shop.idem_records_record_point('job', 'j-2', $holder_fence, 'refunded')});
+like($err, qr/ERROR:  55000: cannot record a recovery point of/, '  and the old holder\'s fence records no point') or diag($out);
 
 # 3. One phase and two: the record with its colocated payment commits on
 #    one worker; with a ledger row (a reference table) it takes two.
@@ -235,7 +262,7 @@ for my $call (
 ($out, $err) = as_app(other_worker(owner_of('k-coordinator')),
 	q{SELECT kind FROM idempotency.idem_begin('pay', 'k-coordinator', '{"amount": 5}')});
 like($err, $elsewhere, 'refusals: idem_begin on a worker without the shard is refused');
-my ($ret, $o, $e) = $coordinator->psql($db, q{SELECT idempotency.idem_namespace_configure('pay', hash_keys => true)},
+($ret, $o, $e) = $coordinator->psql($db, q{SELECT idempotency.idem_namespace_configure('pay', hash_keys => true)},
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 like($e, qr/ERROR:  0A000: idempotency namespace "pay" cannot hash its keys in a store distributed by key/,
 	'refusals: hash_keys on a store distributed by key');
@@ -489,7 +516,7 @@ like($out, qr/^\{"\(prior_result,.*\)","\(fresh,.*\)","\(in_flight,.*\)"\}$/,
 # the ones that exist and makes what is missing.
 $coordinator->safe_psql($db, q{DROP FUNCTION shop.tenant_records_begin_batch(text, text[], jsonb[], interval, interval)});
 is($coordinator->safe_psql($db, q{SET ROLE app; SELECT count(*) FROM idempotency.idem_create_entry_points('shop.tenant_records')}),
-	'5', 'tenant store: idem_create_entry_points again keeps the four and makes the batch\'s again');
+	'7', 'tenant store: idem_create_entry_points again keeps the six and makes the batch\'s again');
 ($out, $err) = as_app($workers[1], q{
 	BEGIN;
 	SELECT shop.tenant_records_begin_batch('acme', ARRAY['order-1'], ARRAY['{"sku": 1}']::jsonb[]);

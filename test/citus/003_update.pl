@@ -2,9 +2,10 @@
 # registry is a reference table and whose store is distributed: release
 # 0.8.0 installed, a tenant's records written, then the update to this
 # release on the coordinator. Every node's registry then has the new column
-# (on its placement too), the tenant's records replay as before, and a
-# namespace whose fingerprint ignores a trace id replays a retry with
-# another one, called on a worker through the store's entry point.
+# (on its placement too), the tenant's records replay as before, the new
+# entry points are made and record a recovery point, and a namespace whose
+# fingerprint ignores a trace id replays a retry with another one, called
+# on a worker through the store's entry point.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -71,6 +72,22 @@ for my $node (@nodes)
 }
 ($out, $err) = as_app($workers[1], q{SELECT kind || ' ' || result FROM shop.tenant_records_begin('acme', 'order-1', '{"sku": 1}')});
 is($out, "prior_result {\"order\": 1}", 'after the update: the record replays through the entry point') or diag($err);
+
+# Called again, idem_create_entry_points keeps the five entry points 0.8.0
+# made and adds the heartbeat's and the recovery point's, which work on the
+# tenant's node.
+is($coordinator->safe_psql($db, q{SET ROLE app; SELECT count(*) FROM idempotency.idem_create_entry_points('shop.tenant_records')}),
+	'7', 'idem_create_entry_points again: the five of 0.8.0 and the two of 0.9.0');
+$coordinator->safe_psql($db, q{
+	SELECT idempotency.idem_namespace_configure('initech', in_progress_lease => '1 hour');
+	SELECT idempotency.idem_bind_store('initech', 'shop.tenant_records');
+	SELECT idempotency.idem_grant('initech', 'app');});
+($out, $err) = as_app($workers[0], q{BEGIN; SELECT fence FROM shop.tenant_records_begin('initech', 'job-1', '{}'); COMMIT;});
+my $fence = $out =~ s/\s+//gr;
+($out, $err) = as_app($workers[1], qq{SELECT shop.tenant_records_record_point('initech', 'job-1', $fence, 'sent', '{"id": 1}')});
+isnt($out, '', 'a recovery point through the new entry point') or diag($err);
+is($coordinator->safe_psql($db, q{SELECT recovery_point || ' ' || recovery_state FROM shop.tenant_records WHERE namespace = 'initech'}),
+	'sent {"id": 1}', '  recorded with the claim');
 
 # A namespace whose fingerprint ignores a trace id, on the same store.
 $coordinator->safe_psql($db, q{
