@@ -78,15 +78,13 @@ DECLARE
     records bigint;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
-    IF array_ndims(ignore) > 1 THEN
-        PERFORM @extschema@.idem_request_hash('null'::jsonb, ignore);   -- raises 22023
-    END IF;
+    -- Raises 22023 for a pointer that is not one (or names the whole
+    -- request), for more than 64 different ones or a multidimensional
+    -- array, 22004 for a NULL one: each named by its place in ignore.
+    PERFORM @extschema@.idem_request_hash('null'::jsonb, ignore);
     -- Kept sorted and without repeats, so that a change is a change.
     wanted := nullif(ARRAY(SELECT d.p FROM (SELECT DISTINCT u.p COLLATE "C" AS p FROM unnest(ignore) u(p)) d
                            ORDER BY d.p), '{}');
-    -- Raises 22023 for a pointer that is not one (or names the whole
-    -- request, or there are too many), 22004 for a NULL one.
-    PERFORM @extschema@.idem_request_hash('null'::jsonb, wanted);
     INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;
     -- The row lock orders concurrent changes of one namespace.
     SELECT * INTO old FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
@@ -175,6 +173,105 @@ END;
 $$;
 
 -- Stores on Citus -------------------------------------------------------------
+
+-- A table whose shards have several copies is refused (its DETAIL says so).
+-- Binds a namespace to a store: from now on its records are kept there, and
+-- NULL binds it to the extension's table again. Binding needs the
+-- privileges of the table's owner (the store writes the table with them),
+-- and a table of a store's shape. The namespace's lock waits for its
+-- begins; a namespace with records in its current store cannot move (its
+-- retries would begin again): bind a new namespace, or copy the records over
+-- first (docs/api.md).
+CREATE OR REPLACE FUNCTION idem_bind_store(namespace text, store regclass)
+RETURNS regclass
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ns ALIAS FOR namespace;
+    target regclass := nullif(store, '@extschema@.idempotency_record'::regclass);
+    owner_role regrole;
+    current_store regclass;
+    problem text;
+    fix text;
+    routing text;
+    target_name text;
+    records bigint;
+BEGIN
+    PERFORM @extschema@.idem_parse(ns, 'k');
+    IF target IS NOT NULL THEN
+        SELECT t.relowner::regrole INTO owner_role FROM pg_class t WHERE t.oid = target;
+        IF NOT pg_has_role(current_user, owner_role, 'USAGE') THEN
+            RAISE EXCEPTION 'permission denied to bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = format('Binding a store needs the privileges of its owner, %s: the store reads and writes the table as that role.', owner_role);
+        END IF;
+        IF target::oid IN (SELECT d.objid FROM pg_depend d
+                           WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+                             AND d.refobjid = (SELECT e.oid FROM pg_extension e WHERE e.extname = 'idempotency')) THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'invalid_parameter_value', DETAIL = 'It is one of the extension''s own tables.';
+        END IF;
+        SELECT p.problem, p.fix INTO problem, fix FROM @extschema@.idem_store_problem(target) p;
+        IF problem IS NOT NULL THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'invalid_table_definition', DETAIL = problem,
+                      HINT = coalesce(fix, 'idem_create_store makes a table of a store''s shape; docs/api.md gives its definition.');
+        END IF;
+        routing := @extschema@.idem_store_distribution(target);
+        IF routing = 'other' THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Citus keeps it as a reference, local, single-shard, range or append table, distributes it by another column than key_value or namespace, or keeps several copies of its shards (citus.shard_replication_factor above 1), each of which would answer a key.',
+                      HINT = 'Distribute it with create_distributed_table(table, ''key_value'') or (table, ''namespace'') (docs/scale-out.md).';
+        END IF;
+        IF routing IS NULL AND @extschema@.idem_store_distribution('@extschema@.idem_namespace_config') IS NOT NULL THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'The registry is distributed by Citus (idem_distribute_registry), so every node reads the binding, and this table is on the coordinator only.',
+                      HINT = 'Distribute the table first: SELECT create_distributed_table(''' || target::text || ''', ''key_value'') (docs/scale-out.md).';
+        END IF;
+        IF routing IS NOT NULL AND @extschema@.idem_store_distribution('@extschema@.idem_namespace_config') IS NULL THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = 'The store is distributed by Citus, and its calls run on the nodes of its shards, which read the registry too: it is on the coordinator only.',
+                      HINT = 'Run SELECT idempotency.idem_distribute_registry() on the coordinator first.';
+        END IF;
+        IF routing = 'key_value' AND (SELECT c.hash_keys FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns) THEN
+            RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'The namespace hashes its keys, and the store is distributed by key_value: a hashed key would be kept in the shard of its hash, not in the shard the key routes the call to.',
+                      HINT = 'Distribute the store by namespace, or bind a namespace without hash_keys.';
+        END IF;
+    END IF;
+    INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;
+    SELECT c.store INTO current_store FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
+    IF current_store IS NOT DISTINCT FROM target THEN
+        RETURN target;
+    END IF;
+    -- Wait for the begins under way in the namespace, and keep new ones out
+    -- until this transaction ends: then no record appears in the old store
+    -- after it was counted.
+    PERFORM @extschema@.idem_lock_namespace(ns);
+    IF current_store IS NULL OR EXISTS (SELECT FROM pg_class t WHERE t.oid = current_store) THEN
+        records := @extschema@.idem_store_count(current_store, ns);
+        IF records > 0 THEN
+            RAISE EXCEPTION 'cannot change the store of idempotency namespace "%"', ns
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('The namespace has %s record%s in %s; bound to another store, its retries would begin again.',
+                                      records, CASE WHEN records = 1 THEN '' ELSE 's' END,
+                                      coalesce(current_store, '@extschema@.idempotency_record'::regclass)),
+                      HINT = 'Bind a new namespace, wait until the records have expired and been purged, or move them in the transaction that binds, as docs/api.md shows.';
+        END IF;
+    END IF;
+    target_name := (SELECT format('%I.%I', n.nspname, t.relname) FROM pg_class t
+                    JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.oid = target);
+    UPDATE @extschema@.idem_namespace_config c
+    SET store = target, configured_at = now(), store_name = target_name
+    WHERE c.namespace = ns;
+    RETURN target;
+END;
+$$;
 
 -- Creates the functions through which a service calls a store Citus
 -- distributes, in the store's schema and owned by the caller, and

@@ -1174,15 +1174,13 @@ DECLARE
     records bigint;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');   -- raises 22023 for a NULL or invalid namespace
-    IF array_ndims(ignore) > 1 THEN
-        PERFORM @extschema@.idem_request_hash('null'::jsonb, ignore);   -- raises 22023
-    END IF;
+    -- Raises 22023 for a pointer that is not one (or names the whole
+    -- request), for more than 64 different ones or a multidimensional
+    -- array, 22004 for a NULL one: each named by its place in ignore.
+    PERFORM @extschema@.idem_request_hash('null'::jsonb, ignore);
     -- Kept sorted and without repeats, so that a change is a change.
     wanted := nullif(ARRAY(SELECT d.p FROM (SELECT DISTINCT u.p COLLATE "C" AS p FROM unnest(ignore) u(p)) d
                            ORDER BY d.p), '{}');
-    -- Raises 22023 for a pointer that is not one (or names the whole
-    -- request, or there are too many), 22004 for a NULL one.
-    PERFORM @extschema@.idem_request_hash('null'::jsonb, wanted);
     INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (ns) ON CONFLICT DO NOTHING;
     -- The row lock orders concurrent changes of one namespace.
     SELECT * INTO old FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns FOR UPDATE;
@@ -1459,7 +1457,7 @@ BEGIN
         IF routing = 'other' THEN
             RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
                 USING ERRCODE = 'feature_not_supported',
-                      DETAIL = 'Citus keeps it as a reference, local, single-shard, range or append table, or distributes it by another column than key_value or namespace.',
+                      DETAIL = 'Citus keeps it as a reference, local, single-shard, range or append table, distributes it by another column than key_value or namespace, or keeps several copies of its shards (citus.shard_replication_factor above 1), each of which would answer a key.',
                       HINT = 'Distribute it with create_distributed_table(table, ''key_value'') or (table, ''namespace'') (docs/scale-out.md).';
         END IF;
         IF routing IS NULL AND @extschema@.idem_store_distribution('@extschema@.idem_namespace_config') IS NOT NULL THEN
@@ -1563,7 +1561,7 @@ CREATE EVENT TRIGGER idem_refuse_dropping_a_store ON sql_drop
 -- Citus ------------------------------------------------------------------------
 
 -- How Citus distributes a table: NULL (it does not), 'key_value' or
--- 'namespace' (hash-distributed by that column), 'other'. What
+-- 'namespace' (hash-distributed by that column, one copy of each shard), 'other'. What
 -- pg_dist_partition already tells every role.
 CREATE FUNCTION idem_store_distribution(store regclass)
 RETURNS text

@@ -79,13 +79,17 @@ BEGIN;
 SELECT kind, submitted_hash = idem_request_hash('{"amount": 5, "sent_at": "x"}') AS whole
 FROM idem_begin('fp', 'k1', '{"amount": 5, "sent_at": "x"}');
 ROLLBACK;
--- The limit counts distinct pointers: 65 given, 64 different, are taken.
+-- The limit counts different pointers: 65 given, 64 different, are taken.
+SELECT octet_length(idem_canonical('{}', ARRAY(SELECT '/p' || (g % 64) FROM generate_series(0, 64) g)));
 SELECT cardinality(fingerprint_ignore)
 FROM idem_namespace_fingerprint('fp-3', ARRAY(SELECT '/p' || (g % 64) FROM generate_series(0, 64) g));
 SELECT idem_namespace_drop('fp-3');
 -- Bad pointers and a bad namespace change nothing.
 SELECT idem_namespace_fingerprint('fp', ARRAY['trace_id']);
 SELECT idem_namespace_fingerprint('fp', ARRAY[NULL]);
+\set VERBOSITY default
+SELECT idem_namespace_fingerprint('fp', ARRAY['/z', '/z', '/a~x']);   -- the element as given: 3
+\set VERBOSITY terse
 SELECT idem_namespace_fingerprint('no such namespace!', ARRAY['/a']);
 SELECT idem_namespace_fingerprint(NULL, ARRAY['/a']);
 -- The change needs READ COMMITTED (it must see every record).

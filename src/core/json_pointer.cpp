@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "canonical_json.hpp"
 #include "error.hpp"
@@ -63,9 +64,12 @@ std::vector<std::string> pointer_tokens(Slice pointer) {
 }
 
 std::size_t PointerSet::bound(const Slice* pointers, std::size_t n) {
-  if (n > max_pointers)
+  std::set<std::string> distinct;  // a pointer given twice counts once
+  for (std::size_t i = 0; i < n; ++i) distinct.emplace(pointers[i].data, pointers[i].size);
+  if (distinct.size() > max_pointers)
     throw Error(sqlstate::invalid_parameter_value, "too many JSON Pointers for one fingerprint",
-                "There are " + std::to_string(n) + "; at most " + std::to_string(max_pointers) + " are allowed.");
+                "There are " + std::to_string(distinct.size()) + " different ones; at most " +
+                    std::to_string(max_pointers) + " are allowed.");
   std::size_t nodes = 1, bytes = 0;
   for (std::size_t i = 0; i < n; ++i)
     for (const std::string& token : pointer_tokens(pointers[i])) ++nodes, bytes += token.size();

@@ -39,7 +39,8 @@ class PointerSet {
   };
 
   // Bytes enough to build the set of these n pointers; throws as
-  // pointer_tokens does, and Error 22023 for more than max_pointers.
+  // pointer_tokens does, and Error 22023 for more than max_pointers
+  // different ones (repeats count once).
   static std::size_t bound(const Slice* pointers, std::size_t n);
 
   // Builds the set into block (bound() bytes, aligned for Node) and returns

@@ -331,13 +331,14 @@ Oid call_table(const text* ns, Oid bound, const Call& call) {
   if (t.method == '\0') return bound;
   const char* name = get_rel_name(bound);
   const char* schema = get_namespace_name(get_rel_namespace(bound));
-  if (t.method != 'h' || (t.column != col_namespace && t.column != col_key_value))
+  if (t.method != 'h' || t.replication != 's' || (t.column != col_namespace && t.column != col_key_value))
     throw core::Error(core::sqlstate::feature_not_supported,
                       "the store of idempotency namespace \"" + string_of(ns) + "\" is a Citus table of a kind it "
                       "cannot use",
                       std::string(name != nullptr ? name : "?") +
-                          " is not hash-distributed by key_value or by namespace (it is a reference, local, "
-                          "single-shard, range or append table, or distributed by another column).",
+                          " is not hash-distributed by key_value or by namespace with one copy of each shard (it "
+                          "is a reference, local, single-shard, range or append table, distributed by another "
+                          "column, or its shards are replicated: each node with a copy would answer a key).",
                       "Distribute it with create_distributed_table(table, 'key_value') or (table, 'namespace') "
                       "(docs/scale-out.md).");
   if (t.column == col_key_value && call.hashed)
@@ -417,11 +418,11 @@ ShapeProblem store_shape_problem(Oid relid) {
   return problem;
 }
 
-ShapeProblem recovery_columns_problem(const Store& store) {
+ShapeProblem recovery_columns_problem(const Store& store, Oid bound) {
   Relation rel = table_open(store.table, AccessShareLock);
   const TupleDesc desc = RelationGetDescr(rel);
-  const char* name = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-                                                RelationGetRelationName(rel));
+  const Oid named = OidIsValid(bound) ? bound : store.table;
+  const char* name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(named)), get_rel_name(named));
   ShapeProblem problem{nullptr, nullptr};
   if (!has_recovery_columns(desc) && desc->natts <= col_fence) {
     problem.problem = psprintf("%s has no recovery_point and recovery_state columns (a store's shape before 0.8.0).",

@@ -95,8 +95,10 @@ struct ShapeProblem {
 ShapeProblem store_shape_problem(Oid relid);
 
 // Why store has no recovery columns, and the ALTER TABLE that adds them
-// when it can (fix NULL: another column holds their place), palloc'd.
-ShapeProblem recovery_columns_problem(const Store& store);
+// when it can (fix NULL: another column holds their place), palloc'd,
+// naming the table bound (store.table is a shard of it under Citus: an
+// ALTER TABLE of one shard would leave the others, and block the table's).
+ShapeProblem recovery_columns_problem(const Store& store, Oid bound);
 
 // Scan keys for (ns, key) on the primary key index, in the index's own
 // collations (ScanKeyInit's default, C, would miss rows of an index built

@@ -484,7 +484,7 @@ TimestampTz extend(FunctionCallInfo fcinfo, bool recording) {
   const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock,
                                          pg::Call{key, policy.hash_keys, recording ? "record_point" : "extend_lease"});
   if (recording && !store.recovers) {
-    const pg::ShapeProblem why = pg::recovery_columns_problem(store);
+    const pg::ShapeProblem why = pg::recovery_columns_problem(store, policy.store);
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
                       "the store of idempotency namespace \"" + pg::string_of(ns) + "\" cannot keep recovery points",
                       why.problem != nullptr ? why.problem : "",

@@ -138,11 +138,14 @@ like($err, qr/ERROR:  55000: cannot commit an idempotency record held under anot
 	SELECT fence FROM shop.idem_records_begin('job', 'j-2', '{"job": 2}');
 	COMMIT;});
 my $holder_fence = $out;
+my $claimed_at = $coordinator->safe_psql($db, q{SELECT updated_at FROM shop.idem_records WHERE key_value = 'j-2'});
 ($out, $err) = as_app($workers[1], qq{
 	SELECT shop.idem_records_extend_lease('job', 'j-2', $holder_fence);
 	SELECT shop.idem_records_record_point('job', 'j-2', $holder_fence, 'charged', '{"charge": "ch_2"}');});
 like($out, qr/^\d{4}-\d\d-\d\d [\d:.]+[-+][\d:]+\n\d{4}-\d\d-\d\d [\d:.]+[-+][\d:]+$/,
 	'lease: a heartbeat and a recovery point through the entry points, each answering the lease\'s end') or diag($err);
+is($coordinator->safe_psql($db, qq{SELECT updated_at > '$claimed_at' AND recovery_point = 'charged' FROM shop.idem_records WHERE key_value = 'j-2'}),
+	't', '  the lease runs again from the heartbeat, and the point is kept with the claim');
 my ($ret, $o, $e) = $coordinator->psql($db, qq{SET ROLE app; SELECT idempotency.idem_record_point('job', 'j-2', $holder_fence, 'x')},
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 like($e, qr/ERROR:  0A000: this key of idempotency namespace "job" is kept on another node/,
@@ -156,6 +159,8 @@ $coordinator->safe_psql($db, q{UPDATE shop.idem_records SET updated_at = now() -
 is($out, 'fresh 2 true charged {"charge": "ch_2"}', '  a takeover answers the recovery point') or diag($err);
 ($out, $err) = as_app($workers[0], qq{SELECT shop.idem_records_record_point('job', 'j-2', $holder_fence, 'refunded')});
 like($err, qr/ERROR:  55000: cannot record a recovery point of/, '  and the old holder\'s fence records no point') or diag($out);
+($out, $err) = as_app($workers[1], qq{SELECT shop.idem_records_extend_lease('job', 'j-2', $holder_fence)});
+like($err, qr/ERROR:  55000: cannot extend the lease of/, '  nor extends the lease') or diag($out);
 
 # 3. One phase and two: the record with its colocated payment commits on
 #    one worker; with a ledger row (a reference table) it takes two.
@@ -245,8 +250,9 @@ $holder->quit;
 
 # 7. Refusals: the store's functions called where the shard is not (the
 #    extension's own, or not delegated by Citus: a CTE, PL/pgSQL), hashed
-#    keys in a store distributed by key, a Citus table of another kind, a
-#    distributed store while the registry is on the coordinator only.
+#    keys in a store distributed by key, a Citus table of another kind (a
+#    reference table, one whose shards have two copies), a distributed
+#    store while the registry is on the coordinator only.
 my $elsewhere = qr/ERROR:  0A000: this key of idempotency namespace "pay" is kept on another node/;
 for my $call (
 	[ 'idem_begin itself, on the coordinator', q{SELECT kind FROM idempotency.idem_begin('pay', 'k-coordinator', '{"amount": 5}')} ],
@@ -273,6 +279,18 @@ $coordinator->safe_psql($db, q{
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 like($e, qr/ERROR:  0A000: cannot bind idempotency namespace "other" to shop\.replicated/,
 	'refusals: a reference table cannot be a store');
+# Nor a table whose shards have two copies (statement-based replication):
+# a key could be begun on each node that holds a copy, once on each.
+$coordinator->safe_psql($db, q{
+	SELECT idempotency.idem_create_store('shop.two_copies');
+	SET citus.shard_replication_factor = 2;
+	SELECT create_distributed_table('shop.two_copies', 'key_value', shard_count := 2);});
+is($coordinator->safe_psql($db, q{SELECT idempotency.idem_store_distribution('shop.two_copies')}), 'other',
+	'refusals: a table with replicated shards is not a store distribution');
+($ret, $o, $e) = $coordinator->psql($db, q{SELECT idempotency.idem_bind_store('other', 'shop.two_copies')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($e, qr/ERROR:  0A000: cannot bind idempotency namespace "other" to shop\.two_copies\n.*replicat/,
+	'  and cannot be bound');
 
 # A store whose name leaves no room for its entry points' names.
 ($ret, $o, $e) = $coordinator->psql($db, q{

@@ -85,7 +85,7 @@ $coordinator->safe_psql($db, q{
 ($out, $err) = as_app($workers[0], q{BEGIN; SELECT fence FROM shop.tenant_records_begin('initech', 'job-1', '{}'); COMMIT;});
 my $fence = $out =~ s/\s+//gr;
 ($out, $err) = as_app($workers[1], qq{SELECT shop.tenant_records_record_point('initech', 'job-1', $fence, 'sent', '{"id": 1}')});
-isnt($out, '', 'a recovery point through the new entry point') or diag($err);
+like($out, qr/^\d{4}-\d\d-\d\d [\d:.]+[-+][\d:]+$/, 'a recovery point through the new entry point answers the lease\'s end') or diag($err);
 is($coordinator->safe_psql($db, q{SELECT recovery_point || ' ' || recovery_state FROM shop.tenant_records WHERE namespace = 'initech'}),
 	'sent {"id": 1}', '  recorded with the claim');
 
