@@ -174,7 +174,9 @@ $$;
 
 -- Stores on Citus -------------------------------------------------------------
 
--- A table whose shards have several copies is refused (its DETAIL says so).
+-- idem_bind_store: a table whose shards have several copies is refused (its
+-- DETAIL says so). idem_create_entry_points: the two new entry points.
+
 -- Binds a namespace to a store: from now on its records are kept there, and
 -- NULL binds it to the extension's table again. Binding needs the
 -- privileges of the table's owner (the store writes the table with them),
@@ -223,7 +225,7 @@ BEGIN
             RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
                 USING ERRCODE = 'feature_not_supported',
                       DETAIL = 'Citus keeps it as a reference, local, single-shard, range or append table, distributes it by another column than key_value or namespace, or keeps several copies of its shards (citus.shard_replication_factor above 1), each of which would answer a key.',
-                      HINT = 'Distribute it with create_distributed_table(table, ''key_value'') or (table, ''namespace'') (docs/scale-out.md).';
+                      HINT = 'Distribute it with create_distributed_table(table, ''key_value'') or (table, ''namespace'') with citus.shard_replication_factor = 1; a table with replicated shards: alter_distributed_table(table, colocate_with := ''none'') with that setting (docs/scale-out.md).';
         END IF;
         IF routing IS NULL AND @extschema@.idem_store_distribution('@extschema@.idem_namespace_config') IS NOT NULL THEN
             RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
@@ -302,7 +304,8 @@ BEGIN
     IF routing IS NULL OR routing = 'other' THEN
         RAISE EXCEPTION '% is not a store Citus distributes by key_value or by namespace', store
             USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Distribute it first: SELECT create_distributed_table(''' || store::text || ''', ''key_value'') (docs/scale-out.md).';
+                  DETAIL = 'A store is hash-distributed by key_value or by namespace, with one copy of each shard.',
+                  HINT = 'Distribute it first: SELECT create_distributed_table(''' || store::text || ''', ''key_value'') with citus.shard_replication_factor = 1 (docs/scale-out.md).';
     END IF;
     SELECT n.nspname, t.relname INTO schema_name, table_name
     FROM pg_class t JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.oid = store;
@@ -355,7 +358,7 @@ BEGIN
             RAISE EXCEPTION 'function % already exists and is not the entry point idem_create_entry_points makes', made
                 USING ERRCODE = 'duplicate_function',
                       DETAIL = 'It has another owner, return type, language or body: calls to it would not reach the store.',
-                      HINT = 'Drop or rename it, then call idem_create_entry_points again.';
+                      HINT = 'Called by another role than the one that made the entry points (a superuser too)? Call it as that role (SET ROLE). Otherwise drop or rename it, then call idem_create_entry_points again.';
         END IF;
         PERFORM create_distributed_function(made,
                                             CASE routing WHEN 'key_value' THEN 'key' ELSE 'namespace' END,

@@ -70,9 +70,11 @@ std::size_t PointerSet::bound(const Slice* pointers, std::size_t n) {
     throw Error(sqlstate::invalid_parameter_value, "too many JSON Pointers for one fingerprint",
                 "There are " + std::to_string(distinct.size()) + " different ones; at most " +
                     std::to_string(max_pointers) + " are allowed.");
+  // Over the different pointers only: build() merges repeats, and a long
+  // array of one pointer must not ask for memory in proportion to it.
   std::size_t nodes = 1, bytes = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    for (const std::string& token : pointer_tokens(pointers[i])) ++nodes, bytes += token.size();
+  for (const std::string& pointer : distinct)
+    for (const std::string& token : pointer_tokens({pointer.data(), pointer.size()})) ++nodes, bytes += token.size();
   return sizeof(Header) + nodes * sizeof(Node) + bytes;
 }
 

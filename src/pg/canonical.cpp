@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "../core/canonical_json.hpp"
 #include "../core/error.hpp"
@@ -37,19 +38,34 @@ struct Member {
 // can throw or call PostgreSQL.
 bool key_less(const Member* a, const Member* b) noexcept { return core::compare_keys(a->key, b->key) < 0; }
 
-// Where the walk is in the pointer set: the set, and the node of the value
-// being written; node nullptr when no pointer reaches below it.
-struct Position {
+// Where the walk is: Whole below any pointer (the walk of 0.8.0, its frames
+// as small, so that it reaches as deep within max_stack_depth), Pointed on
+// the path of a pointer (the set, and the node of the value being written).
+// A Pointed walk turns Whole where no pointer reaches below, so only a
+// pointer's depth of levels (at most 1,024 bytes of it) uses its frames.
+struct Whole {};
+struct Pointed {
   const core::PointerSet* set;
-  const core::PointerSet::Node* node;
+  const core::PointerSet::Node* node;  // never nullptr
 };
 
 // Whether a child whose node in the set is found (nullptr: none) is left out.
 bool left_out(const core::PointerSet::Node* found) noexcept { return found != nullptr && found->ends != 0; }
 
-void write_container(core::JsonWriter& out, JsonbContainer* container, Position at);
+template <class At>
+void write_container(core::JsonWriter& out, JsonbContainer* container, At at);
 
-void write_value(core::JsonWriter& out, const JsonbValue& v, Position at) {
+// A container below a Pointed value: Pointed when its node has children.
+void write_below(core::JsonWriter& out, JsonbContainer* container, const Pointed& at) {
+  if (at.node != nullptr && at.node->child_count != 0)
+    write_container(out, container, at);
+  else
+    write_container(out, container, Whole{});
+}
+void write_below(core::JsonWriter& out, JsonbContainer* container, Whole) { write_container(out, container, Whole{}); }
+
+template <class At>
+void write_value(core::JsonWriter& out, const JsonbValue& v, At at) {
   switch (v.type) {
     case jbvNull:
       out.put("null", 4);
@@ -67,7 +83,7 @@ void write_value(core::JsonWriter& out, const JsonbValue& v, Position at) {
       out.string(utf8_of(v.val.string.val, v.val.string.len));
       break;
     case jbvBinary:
-      write_container(out, v.val.binary.data, at);
+      write_below(out, v.val.binary.data, at);
       break;
     default:
       throw core::Error(core::sqlstate::internal_error, "unexpected jsonb value type",
@@ -75,33 +91,45 @@ void write_value(core::JsonWriter& out, const JsonbValue& v, Position at) {
   }
 }
 
-// v: the caller's scratch value (one per level keeps the recursion's frames small).
-void write_array(core::JsonWriter& out, JsonbIterator* it, Position at, JsonbValue& v) {
+template <class At>
+void write_array(core::JsonWriter& out, JsonbIterator* it, At at) {
+  JsonbValue v;
   out.put('[');
   bool first = true;
   for (std::size_t index = 0; JsonbIteratorNext(&it, &v, true) == WJB_ELEM; ++index) {
     CHECK_FOR_INTERRUPTS();
-    const core::PointerSet::Node* below = at.node != nullptr ? at.set->element(at.node, index) : nullptr;
-    if (left_out(below)) continue;
-    if (!first) out.put(',');
-    first = false;
-    write_value(out, v, Position{at.set, below});
+    if constexpr (std::is_same_v<At, Pointed>) {
+      const core::PointerSet::Node* below = at.set->element(at.node, index);
+      if (left_out(below)) continue;
+      if (!first) out.put(',');
+      first = false;
+      write_value(out, v, Pointed{at.set, below});
+    } else {
+      if (!first) out.put(',');
+      first = false;
+      write_value(out, v, at);
+    }
   }
   out.put(']');
 }
 
-void write_object(core::JsonWriter& out, JsonbIterator* it, int count, Position at, JsonbValue& v) {
+template <class At>
+void write_object(core::JsonWriter& out, JsonbIterator* it, int count, At at) {
   const int capacity = count > 0 ? count : 1;
   static_assert(sizeof(Member) % alignof(Member*) == 0, "the pointer array follows the members");
   auto* members = static_cast<Member*>(palloc(capacity * (sizeof(Member) + sizeof(Member*))));
   auto** order = reinterpret_cast<Member**>(members + capacity);
   using Node = core::PointerSet::Node;
-  auto* below = static_cast<const Node**>(at.node != nullptr ? palloc(capacity * sizeof(Node*)) : nullptr);
+  const Node** below = nullptr;  // Pointed: each member's node, by the member's place
+  if constexpr (std::is_same_v<At, Pointed>) below = static_cast<const Node**>(palloc(capacity * sizeof(Node*)));
+  JsonbValue v;
   int n = 0;
   while (JsonbIteratorNext(&it, &v, true) == WJB_KEY) {
     members[n].key = utf8_of(v.val.string.val, v.val.string.len);
     JsonbIteratorNext(&it, &members[n].value, true);  // WJB_VALUE
-    if (at.node != nullptr && left_out(below[n] = at.set->child(at.node, members[n].key))) continue;
+    if constexpr (std::is_same_v<At, Pointed>) {
+      if (left_out(below[n] = at.set->child(at.node, members[n].key))) continue;
+    }
     order[n] = &members[n];
     ++n;
   }
@@ -112,33 +140,37 @@ void write_object(core::JsonWriter& out, JsonbIterator* it, int count, Position 
     if (i != 0) out.put(',');
     out.string(order[i]->key);
     out.put(':');
-    write_value(out, order[i]->value, Position{at.set, at.node != nullptr ? below[order[i] - members] : nullptr});
+    if constexpr (std::is_same_v<At, Pointed>)
+      write_value(out, order[i]->value, Pointed{at.set, below[order[i] - members]});
+    else
+      write_value(out, order[i]->value, at);
   }
   out.put('}');
   if (below != nullptr) pfree(below);
   pfree(members);
 }
 
-void write_container(core::JsonWriter& out, JsonbContainer* container, Position at) {
+template <class At>
+void write_container(core::JsonWriter& out, JsonbContainer* container, At at) {
   check_stack_depth();
   JsonbIterator* it = JsonbIteratorInit(container);
   JsonbValue v;
   if (JsonbIteratorNext(&it, &v, true) == WJB_BEGIN_OBJECT) {
-    write_object(out, it, v.val.object.nPairs, at, v);
+    write_object(out, it, v.val.object.nPairs, at);
   } else if (v.val.array.rawScalar) {  // a top-level scalar is stored as a one-element array
     JsonbIteratorNext(&it, &v, true);
-    write_value(out, v, Position{at.set, nullptr});  // no pointer but "" names it, and "" is refused
+    write_value(out, v, Whole{});  // no pointer but "" names it, and "" is refused
     JsonbIteratorNext(&it, &v, true);  // WJB_END_ARRAY frees the iterator
   } else {
-    write_array(out, it, at, v);
+    write_array(out, it, at);
   }
 }
 
-// The walk's starting position for a pointer set block (nullptr: none).
-Position start(const void* ignore, core::PointerSet* set) {
-  if (ignore == nullptr) return Position{nullptr, nullptr};
-  *set = core::PointerSet(ignore);
-  return Position{set, set->root()};
+// The walk of container, with the pointer set block ignore (nullptr: none).
+void write_request(core::JsonWriter& out, JsonbContainer* container, const void* ignore) {
+  if (ignore == nullptr) return write_container(out, container, Whole{});
+  const core::PointerSet set(ignore);
+  write_below(out, container, Pointed{&set, set.root()});
 }
 
 void sha256_sink(void* context, const char* data, std::size_t size) {
@@ -165,8 +197,7 @@ core::Digest request_hash(JsonbContainer* container, const void* ignore) {
   core::Sha256& sha = backend_sha256();
   sha.reset();
   core::JsonWriter out(sha256_sink, &sha);
-  core::PointerSet set(nullptr);
-  write_container(out, container, start(ignore, &set));
+  write_request(out, container, ignore);
   out.flush();
   return sha.finish();
 }
@@ -183,8 +214,7 @@ text* canonical_text(JsonbContainer* container, const void* ignore) {
   StringInfoData buf;
   initStringInfo(&buf);
   core::JsonWriter out(string_info_sink, &buf);
-  core::PointerSet set(nullptr);
-  write_container(out, container, start(ignore, &set));
+  write_request(out, container, ignore);
   out.flush();
   return text_of_utf8({buf.data, static_cast<std::size_t>(buf.len)});
 }
@@ -192,7 +222,7 @@ text* canonical_text(JsonbContainer* container, const void* ignore) {
 void check_utf8(JsonbContainer* container) {
   if (GetDatabaseEncoding() != PG_SQL_ASCII) return;
   core::JsonWriter out(discard_sink, nullptr);
-  write_container(out, container, Position{nullptr, nullptr});  // converting each string to UTF-8 validates it
+  write_container(out, container, Whole{});  // converting each string to UTF-8 validates it
 }
 
 }  // namespace idem::pg

@@ -340,6 +340,8 @@ Oid call_table(const text* ns, Oid bound, const Call& call) {
                           "is a reference, local, single-shard, range or append table, distributed by another "
                           "column, or its shards are replicated: each node with a copy would answer a key).",
                       "Distribute it with create_distributed_table(table, 'key_value') or (table, 'namespace') "
+                      "with citus.shard_replication_factor = 1; a table with replicated shards: "
+                      "alter_distributed_table(table, colocate_with := 'none') with that setting "
                       "(docs/scale-out.md).");
   if (t.column == col_key_value && call.hashed)
     throw core::Error(core::sqlstate::feature_not_supported,
@@ -422,7 +424,9 @@ ShapeProblem recovery_columns_problem(const Store& store, Oid bound) {
   Relation rel = table_open(store.table, AccessShareLock);
   const TupleDesc desc = RelationGetDescr(rel);
   const Oid named = OidIsValid(bound) ? bound : store.table;
-  const char* name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(named)), get_rel_name(named));
+  const char* relname = get_rel_name(named);
+  const char* schema = relname != nullptr ? get_namespace_name(get_rel_namespace(named)) : nullptr;
+  const char* name = relname != nullptr && schema != nullptr ? quote_qualified_identifier(schema, relname) : "?";
   ShapeProblem problem{nullptr, nullptr};
   if (!has_recovery_columns(desc) && desc->natts <= col_fence) {
     problem.problem = psprintf("%s has no recovery_point and recovery_state columns (a store's shape before 0.8.0).",

@@ -291,6 +291,16 @@ is($coordinator->safe_psql($db, q{SELECT idempotency.idem_store_distribution('sh
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 like($e, qr/ERROR:  0A000: cannot bind idempotency namespace "other" to shop\.two_copies\n.*replicat/,
 	'  and cannot be bound');
+# A namespace bound to one by an earlier release (here by hand) is refused
+# at every call, before any key is looked at.
+$coordinator->safe_psql($db, q{
+	INSERT INTO idempotency.idem_namespace_config (namespace, store, store_name)
+	VALUES ('other', 'shop.two_copies', 'shop.two_copies')});
+($ret, $o, $e) = $coordinator->psql($db, q{SELECT kind FROM idempotency.idem_begin('other', 'k', '{}')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($e, qr/ERROR:  0A000: the store of idempotency namespace "other" is a Citus table of a kind it cannot use\n.*replicated/,
+	'  and a namespace bound to it before is refused at every call');
+$coordinator->safe_psql($db, q{DELETE FROM idempotency.idem_namespace_config WHERE namespace = 'other'});
 
 # A store whose name leaves no room for its entry points' names.
 ($ret, $o, $e) = $coordinator->psql($db, q{

@@ -223,6 +223,24 @@ TEST(PointerSetBuild, RejectsMoreThanMaxPointers) {
   EXPECT_GT(PointerSet::bound(s3.data(), s3.size()), 0u);
 }
 
+TEST(PointerSetBuild, RepeatsCostNothing) {
+  // A pointer given 10,000 times: bound() and the block are those of the
+  // pointer given once (bound() counted every copy once, asking for memory
+  // in proportion to the array).
+  const std::vector<std::string> once{"/a/b", "/c"};
+  std::vector<std::string> repeated;
+  for (int i = 0; i < 10000; ++i) repeated.push_back(once[i % 2]);
+  const auto s1 = slices(once);
+  const auto s2 = slices(repeated);
+  const std::size_t b1 = PointerSet::bound(s1.data(), s1.size());
+  EXPECT_EQ(PointerSet::bound(s2.data(), s2.size()), b1);
+  std::vector<std::uint64_t> k1(b1 / 8 + 1, 0x1111111111111111ull), k2(b1 / 8 + 1, 0x2222222222222222ull);
+  const std::size_t u1 = PointerSet::build(s1.data(), s1.size(), k1.data());
+  const std::size_t u2 = PointerSet::build(s2.data(), s2.size(), k2.data());
+  ASSERT_EQ(u1, u2);
+  EXPECT_EQ(std::memcmp(k1.data(), k2.data(), u1), 0);
+}
+
 TEST(PointerSetBuild, RejectsABadPointerAmongGoodOnes) {
   const std::string too_long = "/" + std::string(max_pointer_bytes, 'x');
   for (const std::string& bad : std::vector<std::string>{"", "a", "/a~", "/a~2", too_long}) {
