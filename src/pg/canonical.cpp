@@ -46,7 +46,7 @@ bool key_less(const Member* a, const Member* b) noexcept { return core::compare_
 struct Whole {};
 struct Pointed {
   const core::PointerSet* set;
-  const core::PointerSet::Node* node;  // never nullptr
+  const core::PointerSet::Node* node;  // nullptr: no pointer reaches this value (write_below walks it Whole)
 };
 
 // Whether a child whose node in the set is found (nullptr: none) is left out.

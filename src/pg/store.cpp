@@ -321,6 +321,11 @@ bool exists(Oid relid) { return SearchSysCacheExists1(RELOID, ObjectIdGetDatum(r
 
 }  // namespace
 
+AttrNumber store_routing(const CitusTable& t) {
+  if (t.method != 'h' || t.replication != 's') return InvalidAttrNumber;
+  return t.column == col_namespace || t.column == col_key_value ? t.column : InvalidAttrNumber;
+}
+
 namespace {
 
 // The table a call on bound table bound reads and writes: bound itself, or
@@ -331,7 +336,7 @@ Oid call_table(const text* ns, Oid bound, const Call& call) {
   if (t.method == '\0') return bound;
   const char* name = get_rel_name(bound);
   const char* schema = get_namespace_name(get_rel_namespace(bound));
-  if (t.method != 'h' || t.replication != 's' || (t.column != col_namespace && t.column != col_key_value))
+  if (store_routing(t) == InvalidAttrNumber)
     throw core::Error(core::sqlstate::feature_not_supported,
                       "the store of idempotency namespace \"" + string_of(ns) + "\" is a Citus table of a kind it "
                       "cannot use",

@@ -6,6 +6,7 @@
 // honours what an operator added.
 #pragma once
 
+#include "citus.hpp"
 #include "postgres.hpp"
 
 extern "C" {
@@ -72,6 +73,14 @@ struct Call {
   const char* function;
 };
 Store open_store(const text* ns, Oid bound, LOCKMODE mode, const Call& call);
+
+// The column by which a table Citus keeps (citus.hpp's CitusTable, method
+// not '\0') routes a store's calls: col_namespace or col_key_value when it
+// is hash-distributed by one of them with one copy of each shard;
+// InvalidAttrNumber when it cannot be a store (a reference, local,
+// single-shard, range or append table, another column, or replicated
+// shards: each node with a copy would answer a key from its own).
+AttrNumber store_routing(const CitusTable& t);
 
 // Gives back the locks one open_store call took on store's table (in mode)
 // and its primary key, for a caller about to wait for another lock that a

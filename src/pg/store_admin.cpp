@@ -239,11 +239,7 @@ IDEM_FUNCTION(idem_store_distribution) {
   if (PG_ARGISNULL(0) || !pg::citus_installed()) PG_RETURN_NULL();
   const pg::CitusTable t = pg::citus_table(PG_GETARG_OID(0));
   if (t.method == '\0') PG_RETURN_NULL();
-  // Shards with several copies (statement-based replication, repmodel 'c')
-  // are "other": every node with a copy would answer a key from its own.
-  const char* kind = t.method != 'h' || t.replication != 's' ? "other"
-                     : t.column == 1                           ? "namespace"
-                     : t.column == 2                           ? "key_value"
-                                                               : "other";
+  const AttrNumber routing = pg::store_routing(t);
+  const char* kind = routing == pg::col_namespace ? "namespace" : routing == pg::col_key_value ? "key_value" : "other";
   PG_RETURN_TEXT_P(cstring_to_text(kind));
 }
