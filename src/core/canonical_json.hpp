@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 #include "utf8.hpp"
@@ -33,7 +34,12 @@ class JsonWriter {
     if (used_ == sizeof buffer_) drain();
     buffer_[used_++] = c;
   }
-  void put(const char* data, std::size_t size);
+  void put(const char* data, std::size_t size) {
+    if (size == 0) return;
+    if (size > sizeof buffer_ - used_) return put_across(data, size);
+    std::memcpy(buffer_ + used_, data, size);
+    used_ += size;
+  }
 
   // Writes a quoted JSON string: '"' '\\' and \b \f \n \r \t as two-character
   // escapes, any other byte below 0x20 as \u00xx (lower-case hex), all else
@@ -45,6 +51,8 @@ class JsonWriter {
 
  private:
   void drain();
+  // put() of more than the buffer has room for: filled and drained in turn.
+  void put_across(const char* data, std::size_t size);
 
   Sink sink_;
   void* context_;
