@@ -160,16 +160,17 @@ Outcome in_flight_outcome(Datum submitted_hash, const pg::Probe& p, TimestampTz 
   return o;
 }
 
-// The answer as a tuple of the function's result type (counted, unless a
-// batch counts its answers once they are all made).
-HeapTuple to_tuple(FunctionCallInfo fcinfo, Outcome& o, bool counted = true) {
-  OutcomeType& t = outcome_type(fcinfo);
+// The answer as a tuple of idem_outcome as t describes it.
+HeapTuple to_tuple(const OutcomeType& t, Outcome& o) {
   o.values[f_kind] = t.kinds[o.kind], o.nulls[f_kind] = false;
-  if (counted) pg::count(static_cast<pg::Counter>(pg::begin_fresh + o.kind));
   return heap_form_tuple(t.desc, o.values, o.nulls);
 }
 
-Datum to_datum(FunctionCallInfo fcinfo, Outcome& o) { return HeapTupleGetDatum(to_tuple(fcinfo, o)); }
+// The answer of a single call, counted.
+Datum to_datum(FunctionCallInfo fcinfo, Outcome& o) {
+  pg::count(static_cast<pg::Counter>(pg::begin_fresh + o.kind));
+  return HeapTupleGetDatum(to_tuple(outcome_type(fcinfo), o));
+}
 
 // Whether a window (no field negative) is at least interval '10000 years',
 // measured as interval comparison does (30-day months, 24-hour days): far
@@ -421,6 +422,21 @@ struct Names {
 constexpr Names single_names{"idem_begin", "begin"};
 constexpr Names batch_names{"idem_begin_batch", "begin_batch"};
 
+// A fingerprint a batch's first pass made (0: none, made under the
+// namespace's lock), and whether the namespace's pointers left parts of the
+// request out of it: the second pass makes it again when pointers were in
+// force at either pass.
+struct Hashed {
+  Datum hash;
+  bool pointed;
+};
+
+// The lock a begin takes on its store's table: RowExclusiveLock, as INSERT
+// ... ON CONFLICT takes it, when the begin may write (taking it only after
+// the probe, a lock upgrade, could deadlock with REINDEX or CREATE INDEX);
+// AccessShareLock in a read-only transaction (a standby), which never writes.
+LOCKMODE store_lock_mode() { return XactReadOnly ? AccessShareLock : RowExclusiveLock; }
+
 // The body of every entry point (see below). A committed or failed record
 // that no running transaction is changing is final: its replay (or
 // mismatch) is answered from a first look, without the namespace's or the
@@ -435,31 +451,11 @@ constexpr Names batch_names{"idem_begin_batch", "begin_batch"};
 // authorized for it. given_key is the caller's key (trimmed and checked);
 // fcinfo's arguments 3 and 4 are the replay window and the in-flight wait,
 // read where a single call reads them (a batch passes its wait and the
-// deadline of the whole call). A batch runs it in two passes (Pass): the
-// first look alone, which answers a final record's replay or mismatch or
-// sets *undecided, and reports the store it opened (looked), whose locks
-// the batch gives back before it waits for the namespace's lock, and the
-// request's fingerprint (hashed); then the rest without a first look, with
-// that fingerprint.
-enum class Pass { whole, first_look, after_first_look };
-
-// A fingerprint a batch's first pass made, and whether the namespace's
-// pointers left parts of the request out of it: the second pass makes it
-// again when pointers were in force at either pass.
-struct Hashed {
-  Datum hash;
-  bool pointed;
-};
-
-// The lock a begin takes on its store's table: RowExclusiveLock, as INSERT
-// ... ON CONFLICT takes it, when the begin may write (taking it only after
-// the probe, a lock upgrade, could deadlock with REINDEX or CREATE INDEX);
-// AccessShareLock in a read-only transaction (a standby), which never writes.
-LOCKMODE store_lock_mode() { return XactReadOnly ? AccessShareLock : RowExclusiveLock; }
-
+// deadline of the whole call). A batch makes the first looks of all its
+// keys itself (first_pass), then calls this for each key left, with what
+// its first look made (looked): all but the first look.
 Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* request, const Wait* batch_wait,
-                  const Names& names, Pass pass = Pass::whole, bool* undecided = nullptr,
-                  pg::Store* looked = nullptr, Hashed* hashed = nullptr) {
+                  const Names& names, const Hashed* looked = nullptr) {
   const LOCKMODE table_lock = store_lock_mode();
   Datum submitted;
   int64 wait_ms;
@@ -478,18 +474,16 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
     const Asked a = asked(fcinfo, policy, ns, given_key, request);
     // The checks in the order of 0.5.0's (the caller's grant, the
     // arguments), so that every error is the one it was.
-    submitted = pass == Pass::after_first_look ? hashed->hash
-                                               : PointerGetDatum(pg::request_hash_bytea(&request->root, policy.ignore));
-    if (pass == Pass::first_look) *hashed = Hashed{submitted, policy.ignore != nullptr};
+    submitted = looked != nullptr ? looked->hash
+                                  : PointerGetDatum(pg::request_hash_bytea(&request->root, policy.ignore));
     wait_ms = batch_wait != nullptr ? batch_wait->ms : in_flight_wait_ms(fcinfo, 4);
     opened_for = InvalidOid, opened_hashed = false;
-    if (pass != Pass::after_first_look) {
+    if (looked == nullptr) {
       opened = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, names.entry_point});
       opened_for = policy.store, opened_hashed = policy.hash_keys;
-      if (looked != nullptr) *looked = opened;
     }
-    const pg::Probe p = pass != Pass::after_first_look ? pg::probe_key(opened, ns, a.key, given_key) : pg::Probe{};
-    if (pass != Pass::after_first_look && p.found == pg::Found::row && p.status != 'i') {
+    const pg::Probe p = looked == nullptr ? pg::probe_key(opened, ns, a.key, given_key) : pg::Probe{};
+    if (looked == nullptr && p.found == pg::Found::row && p.status != 'i') {
       // The policy as it is now: one that changed while the table lock was
       // awaited (hash_keys switched, and a record of the new form committed)
       // could have looked up another key's record. A record found under the
@@ -500,10 +494,6 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
       }
     }
   }
-  if (pass == Pass::first_look) {
-    *undecided = true;
-    return outcome(in_flight, submitted);  // not an answer: the key is begun in the second pass
-  }
   // A caller not granted the namespace was refused above, before it could
   // take the namespace's lock, whose tag would show a pg_locks reader which
   // tag is that namespace's. The policy is read again under the lock that
@@ -512,7 +502,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
   // look's on the table: the change that holds it may be moving the
   // namespace's records and then dropping or altering that table, which
   // waits for those locks (a deadlock).
-  bool reuse = pass != Pass::after_first_look;
+  bool reuse = looked == nullptr;
   if (!pg::try_lock_namespace(ns, ShareLock)) {
     if (reuse) pg::release_store(opened, table_lock);
     reuse = false;
@@ -523,9 +513,9 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
   // Pointers changed before the lock was granted (the change waits for no
   // record): the fingerprint is made again under the pointers now in force.
   // (A batch's second pass has no first policy at hand: it makes it again
-  // whenever pointers were in force at either pass.)
-  if (pass == Pass::after_first_look ? hashed->pointed || policy.ignore != nullptr
-                                     : !pg::same_fingerprint(policy, hashed_under))
+  // whenever pointers were in force at either pass, or none was made.)
+  if (looked != nullptr ? looked->hash == 0 || looked->pointed || policy.ignore != nullptr
+                        : !pg::same_fingerprint(policy, hashed_under))
     submitted = PointerGetDatum(pg::request_hash_bytea(&request->root, policy.ignore));
   Interval* window = a.window;
   text* key = a.key;
@@ -740,6 +730,77 @@ void check_batch(FunctionCallInfo fcinfo, const text* ns, const pg::Policy& poli
   }
 }
 
+// A batch's keys and what is known of them: the i-th key (checked) with
+// the i-th request; order, the order in which they are begun; answers[i]
+// once the key is answered (with its kind), else hashes[i] once the first
+// pass left it to the second.
+struct Batch {
+  int n;
+  text** keys;
+  Datum* requests;
+  int* order;
+  HeapTuple* answers;
+  Kind* kinds;
+  Hashed* hashes;
+  OutcomeType type;         // its desc a copy in the query's memory, the result's
+  MemoryContext context;    // the answers'
+  MemoryContext per_key;    // reset after each key
+};
+
+// The batch's first pass: each key looked at without the namespace's lock,
+// in order, through one store opened once (returned in *opened, whose locks
+// the batch gives back before it waits for the namespace's lock) and one
+// prober, under policy, read before the store was opened. A committed or
+// failed record answers its key (its replay, or a mismatch); every other
+// key, and a later copy of one, is left to the second pass with its
+// fingerprint. One look at the policy after the last key stands for the
+// look a single begin takes after its probe: if the registry may have
+// changed since policy was read (generation, policy.hpp, moved), no answer
+// stands, and every key is left to the second pass, which looks again under
+// the namespace's lock. Returns how many keys are left.
+int first_pass(FunctionCallInfo fcinfo, text* ns, const pg::Policy& policy, uint64 generation, Batch& b,
+               pg::Store* opened) {
+  if (b.n == 0) return 0;
+  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
+  // A store a batch may use routes every key alike (check_batch): the
+  // first key stands for all of them.
+  MemoryContextSwitchTo(b.per_key);
+  const pg::Call call{pg::stored_key(b.keys[b.order[0]], policy), policy.hash_keys, batch_names.entry_point};
+  *opened = pg::open_store(ns, policy.store, store_lock_mode(), call);
+  MemoryContextSwitchTo(b.context);
+  MemoryContextReset(b.per_key);
+  pg::Prober* prober = pg::open_prober(*opened, ns);
+  int pending = 0;
+  for (int k = 0; k < b.n; ++k) {
+    CHECK_FOR_INTERRUPTS();
+    const int i = b.order[k];
+    // A later copy of a key left undecided is left too: it is begun after
+    // the earlier one, as a second call would be.
+    const bool copy = k > 0 && b.hashes[b.order[k - 1]].hash != 0 && pg::same_bytes(b.keys[b.order[k - 1]], b.keys[i]);
+    MemoryContextSwitchTo(b.per_key);
+    const Datum submitted =
+        PointerGetDatum(pg::request_hash_bytea(&DatumGetJsonbP(b.requests[i])->root, policy.ignore));
+    // The row's values are read where they are, and copied once, into the answer.
+    const pg::Probe p = pg::probe_in_place(prober, pg::stored_key(b.keys[i], policy), b.keys[i]);
+    MemoryContextSwitchTo(b.context);
+    if (!copy && p.found == pg::Found::row && p.status != 'i') {
+      Outcome o = finished_outcome(p, submitted, policy);
+      b.answers[i] = to_tuple(b.type, o);
+      b.kinds[i] = o.kind;
+    } else {
+      b.hashes[i] = Hashed{datumCopy(submitted, false, -1), policy.ignore != nullptr};
+      ++pending;
+    }
+    MemoryContextReset(b.per_key);
+  }
+  pg::close_prober(prober);
+  (void)pg::authorize(ns);
+  if (pg::policy_generation() == generation) return pending;
+  for (int i = 0; i < b.n; ++i)
+    if (b.answers[i] != nullptr) b.answers[i] = nullptr, b.hashes[i] = Hashed{0, false};
+  return b.n;
+}
+
 // idem_begin_batch: each key begun as idem_begin would begin it, in the
 // order of the keys' bytes (so that two batches lock their common keys in
 // one order and cannot deadlock), the i-th request with the i-th key; the
@@ -754,16 +815,17 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   Datum* key_values;
   bool* key_nulls;
-  Datum* request_values;
   bool* request_nulls;
-  const int n = batch_elements(fcinfo, 1, "keys", TEXTOID, &key_values, &key_nulls);
-  const int requests = batch_elements(fcinfo, 2, "requests", JSONBOID, &request_values, &request_nulls);
+  Batch b{};
+  b.n = batch_elements(fcinfo, 1, "keys", TEXTOID, &key_values, &key_nulls);
+  const int requests = batch_elements(fcinfo, 2, "requests", JSONBOID, &b.requests, &request_nulls);
+  const int n = b.n;
   if (n != requests)
     throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency keys and requests differ in length",
                       "There are " + std::to_string(n) + " keys and " + std::to_string(requests) +
                           " requests; pass one request per key, in the same order.");
-  auto* keys = static_cast<text**>(palloc(sizeof(text*) * (n > 0 ? n : 1)));
-  for (int i = 0; i < n; ++i) keys[i] = batch_key(key_values, key_nulls, i);
+  b.keys = static_cast<text**>(palloc(sizeof(text*) * (n > 0 ? n : 1)));
+  for (int i = 0; i < n; ++i) b.keys[i] = batch_key(key_values, key_nulls, i);
   for (int i = 0; i < n; ++i)
     if (request_nulls[i])
       throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency request must not be null",
@@ -771,17 +833,20 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
                         "null.");
   // Checked before any key is begun, against the policy read first, and
   // again under the namespace's lock before the keys that need it.
-  check_batch(fcinfo, ns, pg::authorize(ns), n, request_values, nullptr);
+  const pg::Policy policy = pg::authorize(ns);
+  const uint64 generation = pg::policy_generation();
+  check_batch(fcinfo, ns, policy, n, b.requests, nullptr);
   const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
   const Wait wait{wait_ms, wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0};
 
   // The order in which the keys are begun: by their bytes, then by position.
-  auto* order = static_cast<int*>(palloc(sizeof(int) * (n > 0 ? n : 1)));
-  for (int i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order, order + n, [keys](int a, int b) {
-    const int la = VARSIZE_ANY_EXHDR(keys[a]), lb = VARSIZE_ANY_EXHDR(keys[b]);
-    const int c = memcmp(VARDATA_ANY(keys[a]), VARDATA_ANY(keys[b]), std::min(la, lb));
-    return c != 0 ? c < 0 : la < lb;
+  b.order = static_cast<int*>(palloc(sizeof(int) * (n > 0 ? n : 1)));
+  for (int i = 0; i < n; ++i) b.order[i] = i;
+  text** keys = b.keys;
+  std::stable_sort(b.order, b.order + n, [keys](int x, int y) {
+    const int lx = VARSIZE_ANY_EXHDR(keys[x]), ly = VARSIZE_ANY_EXHDR(keys[y]);
+    const int c = memcmp(VARDATA_ANY(keys[x]), VARDATA_ANY(keys[y]), std::min(lx, ly));
+    return c != 0 ? c < 0 : lx < ly;
   });
 
   // Two passes, as idem_begin does for one key. The first looks at each key
@@ -789,69 +854,48 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
   // or a mismatch), as a redelivered batch's keys mostly are. When keys are
   // left, the second takes the namespace's lock and begins them under it,
   // in the same order.
-  MemoryContext batch = CurrentMemoryContext;
-  MemoryContext per_key = AllocSetContextCreate(batch, "idem_begin_batch key", ALLOCSET_DEFAULT_SIZES);
-  auto* answers = static_cast<HeapTuple*>(palloc0(sizeof(HeapTuple) * (n > 0 ? n : 1)));
-  auto* kinds = static_cast<Kind*>(palloc(sizeof(Kind) * (n > 0 ? n : 1)));
-  auto* looked = static_cast<pg::Store*>(palloc0(sizeof(pg::Store) * (n > 0 ? n : 1)));
-  auto* hashes = static_cast<Hashed*>(palloc0(sizeof(Hashed) * (n > 0 ? n : 1)));
-  int pending = 0;
-  for (int k = 0; k < n; ++k) {
-    CHECK_FOR_INTERRUPTS();
-    const int i = order[k];
-    // A later copy of a key left undecided goes to the second pass too: it
-    // is begun after the earlier one, as a second call would be.
-    const bool copy = k > 0 && hashes[order[k - 1]].hash != 0 && pg::same_bytes(keys[order[k - 1]], keys[i]);
-    bool undecided = false;
-    Hashed hashed{0, false};
-    MemoryContextSwitchTo(per_key);
-    Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names,
-                          Pass::first_look, &undecided, &looked[k], &hashed);
-    MemoryContextSwitchTo(batch);
-    if (undecided || copy) {
-      hashes[i] = Hashed{datumCopy(hashed.hash, false, -1), hashed.pointed};  // out of the key's context
-      ++pending;
-    } else {
-      answers[i] = to_tuple(fcinfo, o, false);
-      kinds[i] = o.kind;
-    }
-    MemoryContextReset(per_key);
-  }
-  if (pending > 0) {
+  b.context = CurrentMemoryContext;
+  b.per_key = AllocSetContextCreate(b.context, "idem_begin_batch key", ALLOCSET_DEFAULT_SIZES);
+  b.answers = static_cast<HeapTuple*>(palloc0(sizeof(HeapTuple) * (n > 0 ? n : 1)));
+  b.kinds = static_cast<Kind*>(palloc(sizeof(Kind) * (n > 0 ? n : 1)));
+  b.hashes = static_cast<Hashed*>(palloc0(sizeof(Hashed) * (n > 0 ? n : 1)));
+  b.type = outcome_type(fcinfo);
+  MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+  b.type.desc = CreateTupleDescCopy(b.type.desc);
+  MemoryContextSwitchTo(old);
+  pg::Store opened{};
+  if (first_pass(fcinfo, ns, policy, generation, b, &opened) > 0) {
     // As idem_begin does: the namespace's lock at once if it is free,
-    // keeping the looks' locks on the store; if not, those go back first (a
-    // lock the transaction held before the call stays held), and the wait
-    // holds none of them.
+    // keeping the first pass's locks on the store; if not, those go back
+    // first (a lock the transaction held before the call stays held), and
+    // the wait holds none of them.
     if (!pg::try_lock_namespace(ns, ShareLock)) {
-      for (int k = 0; k < n; ++k)
-        if (OidIsValid(looked[k].table)) pg::release_store(looked[k], store_lock_mode());
+      if (OidIsValid(opened.table)) pg::release_store(opened, store_lock_mode());
       pg::lock_namespace(ns, ShareLock);
     }
-    check_batch(fcinfo, ns, pg::authorize(ns), n, request_values, answers);
+    check_batch(fcinfo, ns, pg::authorize(ns), n, b.requests, b.answers);
     for (int k = 0; k < n; ++k) {
       CHECK_FOR_INTERRUPTS();
-      const int i = order[k];
-      if (answers[i] != nullptr) continue;
-      MemoryContextSwitchTo(per_key);
-      Outcome o = begin_key(fcinfo, ns, keys[i], DatumGetJsonbP(request_values[i]), &wait, batch_names,
-                            Pass::after_first_look, nullptr, nullptr, &hashes[i]);
-      MemoryContextSwitchTo(batch);
-      answers[i] = to_tuple(fcinfo, o, false);
-      kinds[i] = o.kind;
-      MemoryContextReset(per_key);
+      const int i = b.order[k];
+      if (b.answers[i] != nullptr) continue;
+      MemoryContextSwitchTo(b.per_key);
+      Outcome o = begin_key(fcinfo, ns, b.keys[i], DatumGetJsonbP(b.requests[i]), &wait, batch_names, &b.hashes[i]);
+      MemoryContextSwitchTo(b.context);
+      b.answers[i] = to_tuple(b.type, o);
+      b.kinds[i] = o.kind;
+      MemoryContextReset(b.per_key);
     }
   }
   // Counted once the call has all its answers: a call that fails counts none.
-  for (int i = 0; i < n; ++i) pg::count(static_cast<pg::Counter>(pg::begin_fresh + kinds[i]));
+  for (int i = 0; i < n; ++i) pg::count(static_cast<pg::Counter>(pg::begin_fresh + b.kinds[i]));
 
-  MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+  old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
   Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
-  TupleDesc desc = CreateTupleDescCopy(outcome_type(fcinfo).desc);
   MemoryContextSwitchTo(old);
-  for (int i = 0; i < n; ++i) tuplestore_puttuple(store, answers[i]);
+  for (int i = 0; i < n; ++i) tuplestore_puttuple(store, b.answers[i]);
   rsinfo->returnMode = SFRM_Materialize;
   rsinfo->setResult = store;
-  rsinfo->setDesc = desc;
+  rsinfo->setDesc = b.type.desc;
   return static_cast<Datum>(0);
 }
 

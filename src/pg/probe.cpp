@@ -19,6 +19,7 @@ extern "C" {
 }
 
 #include "../core/error.hpp"
+#include "compat.hpp"
 #include "policy.hpp"
 
 namespace idem::pg {
@@ -40,20 +41,36 @@ bool snapshot_sees(Relation table, Relation index, ScanKeyData (&keys)[2], const
 
 }  // namespace
 
-Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key, bool check_snapshot) {
-  Relation table = table_open(store.table, NoLock);
-  Relation index = index_open(store.pkey, NoLock);
+Prober* open_prober(const Store& store, const text* ns) {
+  auto* pr = static_cast<Prober*>(palloc(sizeof(Prober)));
+  pr->table = table_open(store.table, NoLock);
+  pr->index = index_open(store.pkey, NoLock);
+  key_scan_keys(pr->index, ns, ns, pr->keys);  // the key's argument is set by each probe
+  InitDirtySnapshot(pr->dirty);
+  pr->scan = compat::index_beginscan(pr->table, pr->index, &pr->dirty, 2, 0);
+  pr->slot = table_slot_create(pr->table, nullptr);
+  return pr;
+}
 
-  SnapshotData dirty;
-  InitDirtySnapshot(dirty);
-  ScanKeyData keys[2];
-  key_scan_keys(index, ns, key, keys);
-  IndexScanDesc scan = scan_key(table, index, &dirty, keys);
-  TupleTableSlot* slot = table_slot_create(table, nullptr);
+void close_prober(Prober* pr) {
+  ExecDropSingleTupleTableSlot(pr->slot);
+  index_endscan(pr->scan);
+  index_close(pr->index, NoLock);
+  table_close(pr->table, NoLock);
+  pfree(pr);
+}
+
+Probe probe_in_place(Prober* pr, const text* key, const text* given_key, bool check_snapshot) {
+  ScanKeyData (&keys)[2] = pr->keys;
+  keys[1].sk_argument = PointerGetDatum(key);
+  index_rescan(pr->scan, keys, 2, nullptr, 0);
+  TupleTableSlot* slot = pr->slot;
+  ExecClearTuple(slot);
+  const SnapshotData& dirty = pr->dirty;
 
   Probe p{};
   p.found = Found::nothing;
-  if (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+  if (index_getnext_slot(pr->scan, ForwardScanDirection, slot)) {
     // The dirty snapshot reports an in-progress inserter in xmin and an
     // in-progress updater or deleter in xmax; both invalid means committed
     // (or ours).
@@ -72,33 +89,44 @@ Probe probe_key(const Store& store, const text* ns, const text* key, const text*
       p.own = !no_xmin && TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin));
       const text* status = DatumGetTextPP(slot->tts_values[col_status - 1]);
       p.status = VARDATA_ANY(status)[0];
-      p.request_hash = datumCopy(slot->tts_values[col_request_hash - 1], false, -1);
+      p.request_hash = slot->tts_values[col_request_hash - 1];
       p.request_null = slot->tts_isnull[col_request_payload - 1];
-      if (!p.request_null) p.request_payload = datumCopy(slot->tts_values[col_request_payload - 1], false, -1);
+      if (!p.request_null) p.request_payload = slot->tts_values[col_request_payload - 1];
       // A 0.3.0 table has no attempt column: every record is a first attempt.
       p.attempt = slot->tts_tupleDescriptor->natts >= col_attempt && !slot->tts_isnull[col_attempt - 1]
                       ? DatumGetInt32(slot->tts_values[col_attempt - 1])
                       : 1;
       p.result_null = slot->tts_isnull[col_result_payload - 1];
       p.error_null = slot->tts_isnull[col_error_payload - 1];
-      if (!p.result_null) p.result_payload = datumCopy(slot->tts_values[col_result_payload - 1], false, -1);
-      if (!p.error_null) p.error_payload = datumCopy(slot->tts_values[col_error_payload - 1], false, -1);
+      if (!p.result_null) p.result_payload = slot->tts_values[col_result_payload - 1];
+      if (!p.error_null) p.error_payload = slot->tts_values[col_error_payload - 1];
     }
   }
-  const ItemPointerData tid = slot->tts_tid;
-  ExecDropSingleTupleTableSlot(slot);
-  index_endscan(scan);
-
   // A record the transaction's snapshot cannot see (committed after it was
   // taken) is a serialization failure, not a replay: the rows it stands for
   // are invisible to this transaction too. SERIALIZABLE always reads through
   // the snapshot as well, for its predicate locks.
   const bool check = check_snapshot &&
                      ((p.found == Found::row && !p.own && IsolationUsesXactSnapshot()) || IsolationIsSerializable());
-  const bool unseen = check && !snapshot_sees(table, index, keys, &tid) && p.found == Found::row && !p.own;
-  index_close(index, NoLock);
-  table_close(table, NoLock);
-  if (unseen) concurrent_change(given_key);
+  if (check && !snapshot_sees(pr->table, pr->index, keys, &slot->tts_tid) && p.found == Found::row && !p.own)
+    concurrent_change(given_key);
+  return p;
+}
+
+Probe probe(Prober* pr, const text* key, const text* given_key, bool check_snapshot) {
+  Probe p = probe_in_place(pr, key, given_key, check_snapshot);
+  if (p.found != Found::row) return p;
+  p.request_hash = datumCopy(p.request_hash, false, -1);
+  if (!p.request_null) p.request_payload = datumCopy(p.request_payload, false, -1);
+  if (!p.result_null) p.result_payload = datumCopy(p.result_payload, false, -1);
+  if (!p.error_null) p.error_payload = datumCopy(p.error_payload, false, -1);
+  return p;
+}
+
+Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key, bool check_snapshot) {
+  Prober* pr = open_prober(store, ns);
+  const Probe p = probe(pr, key, given_key, check_snapshot);
+  close_prober(pr);
   return p;
 }
 
