@@ -55,8 +55,10 @@ my ($out, $err) = as_app($workers[0], q{
 is($out, "fresh\n", '0.8.0: a tenant record written') or diag($err);
 
 $coordinator->safe_psql($db, q{ALTER EXTENSION idempotency UPDATE});
-is($_->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), '0.9.0',
-	$_->name . ': updated to 0.9.0') for @nodes;
+my $current = $coordinator->safe_psql($db,
+	q{SELECT default_version FROM pg_available_extensions WHERE name = 'idempotency'});
+is($_->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), $current,
+	$_->name . ": updated to $current") for @nodes;
 # The registry's column on every node, in the table and in its placement.
 for my $node (@nodes)
 {
