@@ -43,6 +43,7 @@ bool snapshot_sees(Relation table, Relation index, ScanKeyData (&keys)[2], const
 
 Prober* open_prober(const Store& store, const text* ns) {
   auto* pr = static_cast<Prober*>(palloc(sizeof(Prober)));
+  pr->context = CurrentMemoryContext;
   pr->table = table_open(store.table, NoLock);
   pr->index = index_open(store.pkey, NoLock);
   key_scan_keys(pr->index, ns, ns, pr->keys);  // the key's argument is set by each probe
@@ -63,14 +64,20 @@ void close_prober(Prober* pr) {
 Probe probe_in_place(Prober* pr, const text* key, const text* given_key, bool check_snapshot) {
   ScanKeyData (&keys)[2] = pr->keys;
   keys[1].sk_argument = PointerGetDatum(key);
-  index_rescan(pr->scan, keys, 2, nullptr, 0);
   TupleTableSlot* slot = pr->slot;
-  ExecClearTuple(slot);
   const SnapshotData& dirty = pr->dirty;
+  // The index AM may keep what it allocates during a rescan or a fetch for
+  // the rest of the scan (PostgreSQL 18's btree does): in the scan's own
+  // context, not the caller's, which a batch resets after each key.
+  MemoryContext caller = MemoryContextSwitchTo(pr->context);
+  index_rescan(pr->scan, keys, 2, nullptr, 0);
+  ExecClearTuple(slot);
+  const bool found = index_getnext_slot(pr->scan, ForwardScanDirection, slot);
+  MemoryContextSwitchTo(caller);
 
   Probe p{};
   p.found = Found::nothing;
-  if (index_getnext_slot(pr->scan, ForwardScanDirection, slot)) {
+  if (found) {
     // The dirty snapshot reports an in-progress inserter in xmin and an
     // in-progress updater or deleter in xmax; both invalid means committed
     // (or ours).

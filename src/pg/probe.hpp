@@ -42,6 +42,7 @@ struct Probe {
 // keys by rescanning it, rather than beginning and ending a scan per key
 // (about 2,500 instructions each).
 struct Prober {
+  MemoryContext context;  // the scan's, in which every call into it runs
   Relation table;
   Relation index;
   ScanKeyData keys[2];  // namespace and key; each probe sets the key's
