@@ -755,9 +755,10 @@ struct Batch {
 // key, and a later copy of one, is left to the second pass with its
 // fingerprint. One look at the policy after the last key stands for the
 // look a single begin takes after its probe: if the registry may have
-// changed since policy was read (generation, policy.hpp, moved), no answer
-// stands, and every key is left to the second pass, which looks again under
-// the namespace's lock. Returns how many keys are left.
+// changed since before policy was read (generation, policy.hpp, moved), or
+// the policy read now differs in what decides an answer, no answer stands,
+// and every key is left to the second pass, which looks again under the
+// namespace's lock. Returns how many keys are left.
 int first_pass(FunctionCallInfo fcinfo, text* ns, const pg::Policy& policy, uint64 generation, Batch& b,
                pg::Store* opened) {
   if (b.n == 0) return 0;
@@ -794,8 +795,10 @@ int first_pass(FunctionCallInfo fcinfo, text* ns, const pg::Policy& policy, uint
     MemoryContextReset(b.per_key);
   }
   pg::close_prober(prober);
-  (void)pg::authorize(ns);
-  if (pg::policy_generation() == generation) return pending;
+  const pg::Policy now = pg::authorize(ns);
+  if (pg::policy_generation() == generation && now.store == policy.store && now.hash_keys == policy.hash_keys &&
+      now.store_request == policy.store_request && pg::same_fingerprint(now, policy))
+    return pending;
   for (int i = 0; i < b.n; ++i)
     if (b.answers[i] != nullptr) b.answers[i] = nullptr, b.hashes[i] = Hashed{0, false};
   return b.n;
@@ -833,8 +836,11 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
                         "null.");
   // Checked before any key is begun, against the policy read first, and
   // again under the namespace's lock before the keys that need it.
-  const pg::Policy policy = pg::authorize(ns);
+  // The generation is read before the policy: a read of the registry that
+  // saw a change's invalidation come while it ran returns what it read
+  // before (uncached), and that must count as a change.
   const uint64 generation = pg::policy_generation();
+  const pg::Policy policy = pg::authorize(ns);
   check_batch(fcinfo, ns, policy, n, b.requests, nullptr);
   const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
   const Wait wait{wait_ms, wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0};
