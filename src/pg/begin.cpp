@@ -17,6 +17,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -747,30 +748,34 @@ struct Batch {
   MemoryContext per_key;    // reset after each key
 };
 
-// The batch's first pass: each key looked at without the namespace's lock,
-// in order, through one store opened once (returned in *opened, whose locks
-// the batch gives back before it waits for the namespace's lock) and one
-// prober, under policy, read before the store was opened. A committed or
-// failed record answers its key (its replay, or a mismatch); every other
-// key, and a later copy of one, is left to the second pass with its
-// fingerprint. One look at the policy after the last key stands for the
-// look a single begin takes after its probe: if the registry may have
-// changed since before policy was read (generation, policy.hpp, moved), or
-// the policy read now differs in what decides an answer, no answer stands,
-// and every key is left to the second pass, which looks again under the
-// namespace's lock. Returns how many keys are left.
-int first_pass(FunctionCallInfo fcinfo, text* ns, const pg::Policy& policy, uint64 generation, Batch& b,
-               pg::Store* opened) {
-  if (b.n == 0) return 0;
-  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
-  // A store a batch may use routes every key alike (check_batch): the
-  // first key stands for all of them.
-  MemoryContextSwitchTo(b.per_key);
-  const pg::Call call{pg::stored_key(b.keys[b.order[0]], policy), policy.hash_keys, batch_names.entry_point};
-  *opened = pg::open_store(ns, policy.store, store_lock_mode(), call);
-  MemoryContextSwitchTo(b.context);
-  MemoryContextReset(b.per_key);
-  pg::Prober* prober = pg::open_prober(*opened, ns);
+// The namespace's policy, and the policy cache's generation (policy.hpp)
+// read before it: invalidations already pending are accepted first, so
+// that only a change seen from here on moves it, and a read of the
+// registry that saw a change's invalidation come while it ran (it returns
+// what it read before, uncached) counts as a change.
+struct Read {
+  pg::Policy policy;
+  uint64 generation;
+};
+
+Read read_policy(const text* ns) {
+  AcceptInvalidationMessages();
+  const uint64 generation = pg::policy_generation();
+  return {pg::authorize(ns), generation};
+}
+
+// Whether two policies answer a first look alike: the same store and form
+// of the key, the same fingerprint, the recorded request shown or not.
+bool same_looks(const pg::Policy& a, const pg::Policy& b) {
+  return a.store == b.store && a.hash_keys == b.hash_keys && a.store_request == b.store_request &&
+         pg::same_fingerprint(a, b);
+}
+
+// One look at each key (first_pass), in order, through prober under policy.
+// A committed or failed record answers its key (its replay, or a mismatch);
+// every other key, and a later copy of one, is left with its fingerprint.
+// Returns how many keys are left.
+int look_at_keys(pg::Prober* prober, const pg::Policy& policy, Batch& b) {
   int pending = 0;
   for (int k = 0; k < b.n; ++k) {
     CHECK_FOR_INTERRUPTS();
@@ -794,14 +799,53 @@ int first_pass(FunctionCallInfo fcinfo, text* ns, const pg::Policy& policy, uint
     }
     MemoryContextReset(b.per_key);
   }
+  return pending;
+}
+
+// Forgets every answer and fingerprint of a look: each key is begun under
+// the namespace's lock, its fingerprint made there.
+void forget_looks(Batch& b) {
+  for (int i = 0; i < b.n; ++i) b.answers[i] = nullptr, b.hashes[i] = Hashed{0, false};
+}
+
+// The batch's first pass: its keys looked at without the namespace's lock,
+// through one store opened once (returned in *opened, whose locks the batch
+// gives back before it waits for the namespace's lock) and one prober,
+// under read's policy. One read of the policy after the last key stands for
+// the read a single begin makes after its probe: if it differs in what
+// decides an answer (same_looks), or the generation moved (the registry may
+// have changed between), no answer stands and every key is left to the
+// second pass, which looks again under the namespace's lock. A moved
+// generation with the same policy (another namespace configured, a grant)
+// gets one more look under a new read first, so that a batch of replays
+// does not wait behind the namespace's lock where single begins would not.
+// Returns how many keys are left.
+int first_pass(FunctionCallInfo fcinfo, text* ns, Read read, Batch& b, pg::Store* opened) {
+  if (b.n == 0) return 0;
+  const pg::Policy opened_for = read.policy;
+  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(opened_for.store));
+  // A store a batch may use routes every key alike (check_batch): the
+  // first key stands for all of them.
+  MemoryContextSwitchTo(b.per_key);
+  const pg::Call call{pg::stored_key(b.keys[b.order[0]], opened_for), opened_for.hash_keys, batch_names.entry_point};
+  *opened = pg::open_store(ns, opened_for.store, store_lock_mode(), call);
+  MemoryContextSwitchTo(b.context);
+  MemoryContextReset(b.per_key);
+  pg::Prober* prober = pg::open_prober(*opened, ns);
+  int pending = b.n;
+  for (int look = 1;; ++look) {
+    pending = look_at_keys(prober, read.policy, b);
+    const pg::Policy now = pg::authorize(ns);
+    if (pg::policy_generation() == read.generation && same_looks(now, read.policy)) break;
+    forget_looks(b);
+    pending = b.n;
+    if (look == 2 || !same_looks(now, opened_for)) break;
+    read = read_policy(ns);
+    if (!same_looks(read.policy, opened_for)) break;
+    check_batch(fcinfo, ns, read.policy, b.n, b.requests, nullptr);
+  }
   pg::close_prober(prober);
-  const pg::Policy now = pg::authorize(ns);
-  if (pg::policy_generation() == generation && now.store == policy.store && now.hash_keys == policy.hash_keys &&
-      now.store_request == policy.store_request && pg::same_fingerprint(now, policy))
-    return pending;
-  for (int i = 0; i < b.n; ++i)
-    if (b.answers[i] != nullptr) b.answers[i] = nullptr, b.hashes[i] = Hashed{0, false};
-  return b.n;
+  return pending;
 }
 
 // idem_begin_batch: each key begun as idem_begin would begin it, in the
@@ -836,12 +880,8 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
                         "null.");
   // Checked before any key is begun, against the policy read first, and
   // again under the namespace's lock before the keys that need it.
-  // The generation is read before the policy: a read of the registry that
-  // saw a change's invalidation come while it ran returns what it read
-  // before (uncached), and that must count as a change.
-  const uint64 generation = pg::policy_generation();
-  const pg::Policy policy = pg::authorize(ns);
-  check_batch(fcinfo, ns, policy, n, b.requests, nullptr);
+  const Read read = read_policy(ns);
+  check_batch(fcinfo, ns, read.policy, n, b.requests, nullptr);
   const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
   const Wait wait{wait_ms, wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0};
 
@@ -870,7 +910,7 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
   b.type.desc = CreateTupleDescCopy(b.type.desc);
   MemoryContextSwitchTo(old);
   pg::Store opened{};
-  if (first_pass(fcinfo, ns, policy, generation, b, &opened) > 0) {
+  if (first_pass(fcinfo, ns, read, b, &opened) > 0) {
     // As idem_begin does: the namespace's lock at once if it is free,
     // keeping the first pass's locks on the store; if not, those go back
     // first (a lock the transaction held before the call stays held), and
