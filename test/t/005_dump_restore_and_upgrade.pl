@@ -161,9 +161,9 @@ is($node->safe_psql('v010', q{
 	SELECT o.kind || ' ' || o.result FROM idempotency.idem_begin('n', 'k', '{"a": 1}') o;}),
 	"fresh\n\nprior_result {\"ok\": true}", 'the store the update created records and replays');
 
-# 0.2.0, 0.3.0, 0.4.0, 0.4.1, 0.5.0, 0.6.0 and 0.7.0: the same population, the update,
-# then every row checked.
-for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0', '0.7.0', '0.8.0')
+# Every release with a store (0.2.0 to 0.9.0): the same population, the
+# update, then every row checked.
+for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0', '0.7.0', '0.8.0', '0.9.0')
 {
 	(my $db = "v$version") =~ s/\.//g;
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
