@@ -17,7 +17,6 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -748,22 +747,6 @@ struct Batch {
   MemoryContext per_key;    // reset after each key
 };
 
-// The namespace's policy, and the policy cache's generation (policy.hpp)
-// read before it: invalidations already pending are accepted first, so
-// that only a change seen from here on moves it, and a read of the
-// registry that saw a change's invalidation come while it ran (it returns
-// what it read before, uncached) counts as a change.
-struct Read {
-  pg::Policy policy;
-  uint64 generation;
-};
-
-Read read_policy(const text* ns) {
-  AcceptInvalidationMessages();
-  const uint64 generation = pg::policy_generation();
-  return {pg::authorize(ns), generation};
-}
-
 // Whether two policies answer a first look alike: the same store and form
 // of the key, the same fingerprint, the recorded request shown or not.
 bool same_looks(const pg::Policy& a, const pg::Policy& b) {
@@ -811,40 +794,28 @@ void forget_looks(Batch& b) {
 // The batch's first pass: its keys looked at without the namespace's lock,
 // through one store opened once (returned in *opened, whose locks the batch
 // gives back before it waits for the namespace's lock) and one prober,
-// under read's policy. One read of the policy after the last key stands for
-// the read a single begin makes after its probe: if it differs in what
-// decides an answer (same_looks), or the generation moved (the registry may
-// have changed between), no answer stands and every key is left to the
-// second pass, which looks again under the namespace's lock. A moved
-// generation with the same policy (another namespace configured, a grant)
-// gets one more look under a new read first, so that a batch of replays
-// does not wait behind the namespace's lock where single begins would not.
-// Returns how many keys are left.
-int first_pass(FunctionCallInfo fcinfo, text* ns, Read read, Batch& b, pg::Store* opened) {
+// under policy, read before the store was opened. The policy read again
+// after the last key stands for the read a single begin makes after its
+// probe: if it differs in what decides an answer (same_looks), no answer
+// stands and every key is left to the second pass, which looks again under
+// the namespace's lock. Returns how many keys are left.
+int first_pass(FunctionCallInfo fcinfo, text* ns, const pg::Policy& policy, Batch& b, pg::Store* opened) {
   if (b.n == 0) return 0;
-  const pg::Policy opened_for = read.policy;
-  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(opened_for.store));
+  pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
   // A store a batch may use routes every key alike (check_batch): the
   // first key stands for all of them.
   MemoryContextSwitchTo(b.per_key);
-  const pg::Call call{pg::stored_key(b.keys[b.order[0]], opened_for), opened_for.hash_keys, batch_names.entry_point};
-  *opened = pg::open_store(ns, opened_for.store, store_lock_mode(), call);
+  const pg::Call call{pg::stored_key(b.keys[b.order[0]], policy), policy.hash_keys, batch_names.entry_point};
+  *opened = pg::open_store(ns, policy.store, store_lock_mode(), call);
   MemoryContextSwitchTo(b.context);
   MemoryContextReset(b.per_key);
   pg::Prober* prober = pg::open_prober(*opened, ns);
-  int pending = b.n;
-  for (int look = 1;; ++look) {
-    pending = look_at_keys(prober, read.policy, b);
-    const pg::Policy now = pg::authorize(ns);
-    if (pg::policy_generation() == read.generation && same_looks(now, read.policy)) break;
+  int pending = look_at_keys(prober, policy, b);
+  pg::close_prober(prober);
+  if (!same_looks(pg::authorize(ns), policy)) {
     forget_looks(b);
     pending = b.n;
-    if (look == 2 || !same_looks(now, opened_for)) break;
-    read = read_policy(ns);
-    if (!same_looks(read.policy, opened_for)) break;
-    check_batch(fcinfo, ns, read.policy, b.n, b.requests, nullptr);
   }
-  pg::close_prober(prober);
   return pending;
 }
 
@@ -880,8 +851,8 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
                         "null.");
   // Checked before any key is begun, against the policy read first, and
   // again under the namespace's lock before the keys that need it.
-  const Read read = read_policy(ns);
-  check_batch(fcinfo, ns, read.policy, n, b.requests, nullptr);
+  const pg::Policy policy = pg::authorize(ns);
+  check_batch(fcinfo, ns, policy, n, b.requests, nullptr);
   const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
   const Wait wait{wait_ms, wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0};
 
@@ -910,7 +881,7 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
   b.type.desc = CreateTupleDescCopy(b.type.desc);
   MemoryContextSwitchTo(old);
   pg::Store opened{};
-  if (first_pass(fcinfo, ns, read, b, &opened) > 0) {
+  if (first_pass(fcinfo, ns, policy, b, &opened) > 0) {
     // As idem_begin does: the namespace's lock at once if it is free,
     // keeping the first pass's locks on the store; if not, those go back
     // first (a lock the transaction held before the call stays held), and

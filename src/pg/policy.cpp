@@ -321,8 +321,6 @@ Policy authorize(const text* ns) {
   return p;
 }
 
-uint64 policy_generation() { return generation; }
-
 text* stored_key(const text* key, const Policy& policy) {
   if (!policy.hash_keys) return const_cast<text*>(key);
   char hex[65];

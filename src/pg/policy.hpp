@@ -42,12 +42,6 @@ inline bool same_fingerprint(const Policy& a, const Policy& b) {
 // registered.
 Policy authorize(const text* ns);
 
-// How many times this backend has seen that the registry may have changed
-// (an invalidation of either of its tables, or of every relation): a caller
-// that reads the same number after an authorize as after an earlier one
-// knows that both read the same policy, and that no change came between.
-uint64 policy_generation();
-
 // The key as the table holds it: the key itself, or with hash_keys the
 // lowercase hex SHA-256 of its UTF-8 bytes (the same in every encoding).
 text* stored_key(const text* key, const Policy& policy);
