@@ -483,7 +483,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
       opened_for = policy.store, opened_hashed = policy.hash_keys;
     }
     const pg::Probe p = looked == nullptr ? pg::probe_key(opened, ns, a.key, given_key) : pg::Probe{};
-    if (looked == nullptr && p.found == pg::Found::row && p.status != 'i') {
+    if (looked == nullptr && p.found == pg::Found::row && p.status != 'i' && pg::answerable_unlocked(p)) {
       // The policy as it is now: one that changed while the table lock was
       // awaited (hash_keys switched, and a record of the new form committed)
       // could have looked up another key's record. A record found under the
@@ -772,7 +772,7 @@ int look_at_keys(pg::Prober* prober, const pg::Policy& policy, Batch& b) {
     // The row's values are read where they are, and copied once, into the answer.
     const pg::Probe p = pg::probe_in_place(prober, pg::stored_key(b.keys[i], policy), b.keys[i]);
     MemoryContextSwitchTo(b.context);
-    if (!copy && p.found == pg::Found::row && p.status != 'i') {
+    if (!copy && p.found == pg::Found::row && p.status != 'i' && pg::answerable_unlocked(p)) {
       Outcome o = finished_outcome(p, submitted, policy);
       b.answers[i] = to_tuple(b.type, o);
       b.kinds[i] = o.kind;

@@ -93,7 +93,8 @@ Probe probe_in_place(Prober* pr, const text* key, const text* given_key, bool ch
       p.found = Found::row;
       bool no_xmin;
       const Datum xmin = slot_getsysattr(slot, MinTransactionIdAttributeNumber, &no_xmin);
-      p.own = !no_xmin && TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin));
+      p.xmin = no_xmin ? InvalidTransactionId : DatumGetTransactionId(xmin);
+      p.own = !no_xmin && TransactionIdIsCurrentTransactionId(p.xmin);
       const text* status = DatumGetTextPP(slot->tts_values[col_status - 1]);
       p.status = VARDATA_ANY(status)[0];
       p.request_hash = slot->tts_values[col_request_hash - 1];
@@ -135,6 +136,11 @@ Probe probe_key(const Store& store, const text* ns, const text* key, const text*
   const Probe p = probe(pr, key, given_key, check_snapshot);
   close_prober(pr);
   return p;
+}
+
+bool answerable_unlocked(const Probe& p) {
+  if (p.own) return true;
+  return TransactionIdIsValid(p.xmin) && ActiveSnapshotSet() && !XidInMVCCSnapshot(p.xmin, GetActiveSnapshot());
 }
 
 TimestampTz takeover_from(const Probe& p, const Policy& policy) {

@@ -35,6 +35,7 @@ struct Probe {
                            // row: the version seen is the one before, so its time says nothing
   int32 attempt;           // row: 1, or more after takeovers
   bool own;                // row: this transaction wrote it (never taken over: the work is ours)
+  TransactionId xmin;      // row: the transaction that wrote this version
 };
 
 // An index scan of a store's primary key with a dirty snapshot, for the
@@ -76,6 +77,17 @@ Probe probe_in_place(Prober* prober, const text* key, const text* given_key, boo
 // neither fail nor take part in serializable snapshot isolation).
 Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key,
                 bool check_snapshot = true);
+
+// Whether a first look, taken without the namespace's lock, may answer
+// from p, a row it found: this transaction's own, or a version committed
+// before the statement's snapshot was taken. Such a version existed, and
+// its namespace had a record, from before the caller read the namespace's
+// policy until the probe; hash_keys, the pointers and the store cannot
+// change while a namespace has records, so that policy was in force when
+// the probe looked. A version committed since may have been written under a
+// policy changed and changed back meanwhile (and a key of another form
+// found): such a key is decided under the namespace's lock instead.
+bool answerable_unlocked(const Probe& p);
 
 // From when an in_progress record that another transaction committed (p, a
 // row) may be taken over: once its namespace's lease has run out since it
