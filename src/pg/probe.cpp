@@ -4,9 +4,9 @@
 #include <string>
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/subtrans.h"
-#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/transam.h"
@@ -37,6 +37,17 @@ bool snapshot_sees(Relation table, Relation index, ScanKeyData (&keys)[2], const
   ExecDropSingleTupleTableSlot(slot);
   index_endscan(scan);
   return seen;
+}
+
+// The transaction that wrote the version in slot, as visibility checks
+// read it: FrozenTransactionId for a frozen version, whose raw xmin is
+// kept and, 2^31 transactions later, reads as one from the future.
+TransactionId inserter(TupleTableSlot* slot) {
+  bool should_free;
+  HeapTuple tuple = ExecFetchSlotHeapTuple(slot, false, &should_free);
+  const TransactionId xmin = HeapTupleHeaderGetXmin(tuple->t_data);
+  if (should_free) heap_freetuple(tuple);
+  return xmin;
 }
 
 }  // namespace
@@ -91,10 +102,8 @@ Probe probe_in_place(Prober* pr, const text* key, const text* given_key, bool ch
       p.busy_xid = xid;
     } else {
       p.found = Found::row;
-      bool no_xmin;
-      const Datum xmin = slot_getsysattr(slot, MinTransactionIdAttributeNumber, &no_xmin);
-      p.xmin = no_xmin ? InvalidTransactionId : DatumGetTransactionId(xmin);
-      p.own = !no_xmin && TransactionIdIsCurrentTransactionId(p.xmin);
+      p.xmin = inserter(slot);
+      p.own = TransactionIdIsValid(p.xmin) && TransactionIdIsCurrentTransactionId(p.xmin);
       const text* status = DatumGetTextPP(slot->tts_values[col_status - 1]);
       p.status = VARDATA_ANY(status)[0];
       p.request_hash = slot->tts_values[col_request_hash - 1];
