@@ -39,15 +39,18 @@ bool snapshot_sees(Relation table, Relation index, ScanKeyData (&keys)[2], const
   return seen;
 }
 
-// The transaction that wrote the version in slot, as visibility checks
-// read it: FrozenTransactionId for a frozen version, whose raw xmin is
-// kept and, 2^31 transactions later, reads as one from the future.
-TransactionId inserter(TupleTableSlot* slot) {
+// The transaction that wrote the version in slot (its raw xmin) into
+// p.xmin, and whether the version is frozen. A slot that holds no heap
+// tuple (a store on another table access method) gives none: its records
+// are then never answered without the namespace's lock.
+void read_writer(TupleTableSlot* slot, Probe& p) {
+  p.xmin = InvalidTransactionId;
+  p.frozen = false;
+  if (!TTS_IS_BUFFERTUPLE(slot)) return;
   bool should_free;
-  HeapTuple tuple = ExecFetchSlotHeapTuple(slot, false, &should_free);
-  const TransactionId xmin = HeapTupleHeaderGetXmin(tuple->t_data);
-  if (should_free) heap_freetuple(tuple);
-  return xmin;
+  HeapTuple tuple = ExecFetchSlotHeapTuple(slot, false, &should_free);  // the slot's own, not a copy
+  p.xmin = HeapTupleHeaderGetRawXmin(tuple->t_data);
+  p.frozen = HeapTupleHeaderXminFrozen(tuple->t_data);
 }
 
 }  // namespace
@@ -102,8 +105,8 @@ Probe probe_in_place(Prober* pr, const text* key, const text* given_key, bool ch
       p.busy_xid = xid;
     } else {
       p.found = Found::row;
-      p.xmin = inserter(slot);
-      p.own = TransactionIdIsValid(p.xmin) && TransactionIdIsCurrentTransactionId(p.xmin);
+      read_writer(slot, p);
+      p.own = TransactionIdIsValid(p.xmin) && !p.frozen && TransactionIdIsCurrentTransactionId(p.xmin);
       const text* status = DatumGetTextPP(slot->tts_values[col_status - 1]);
       p.status = VARDATA_ANY(status)[0];
       p.request_hash = slot->tts_values[col_request_hash - 1];
@@ -149,7 +152,13 @@ Probe probe_key(const Store& store, const text* ns, const text* key, const text*
 
 bool answerable_unlocked(const Probe& p) {
   if (p.own) return true;
-  return TransactionIdIsValid(p.xmin) && ActiveSnapshotSet() && !XidInMVCCSnapshot(p.xmin, GetActiveSnapshot());
+  if (!TransactionIdIsValid(p.xmin) || !ActiveSnapshotSet()) return false;
+  if (!XidInMVCCSnapshot(p.xmin, GetActiveSnapshot())) return true;
+  // A frozen version whose writer reads as running or later: freezing
+  // kept its raw xmin, 2^31 or more transactions ago (it then reads as
+  // later than any transaction begun yet: answerable), or it was written
+  // frozen (COPY FREEZE) since the snapshot (it reads as earlier: not).
+  return p.frozen && TransactionIdFollowsOrEquals(p.xmin, XidFromFullTransactionId(ReadNextFullTransactionId()));
 }
 
 TimestampTz takeover_from(const Probe& p, const Policy& policy) {

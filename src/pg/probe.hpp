@@ -35,7 +35,8 @@ struct Probe {
                            // row: the version seen is the one before, so its time says nothing
   int32 attempt;           // row: 1, or more after takeovers
   bool own;                // row: this transaction wrote it (never taken over: the work is ours)
-  TransactionId xmin;      // row: the transaction that wrote this version (FrozenTransactionId: frozen)
+  TransactionId xmin;      // row: the transaction that wrote this version (its raw xmin), or invalid
+  bool frozen;             // row: the version is frozen (its xmin kept, maybe 2^31 transactions old)
 };
 
 // An index scan of a store's primary key with a dirty snapshot, for the
