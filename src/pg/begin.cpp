@@ -489,7 +489,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
       // could have looked up another key's record. A record found under the
       // policy still in force is this key's.
       const pg::Policy now = pg::authorize(ns);
-      if (now.store == policy.store && now.hash_keys == policy.hash_keys && pg::same_fingerprint(now, policy)) {
+      if (pg::same_lookup(now, policy)) {
         return finished_outcome(p, submitted, now);
       }
     }
@@ -747,11 +747,11 @@ struct Batch {
   MemoryContext per_key;    // reset after each key
 };
 
-// Whether two policies answer a first look alike: the same store and form
-// of the key, the same fingerprint, the recorded request shown or not.
+// Whether two policies answer a first look alike: they look it up alike,
+// and both show the recorded request or neither (a batch's answers are
+// formed under the first; a single begin answers under the second).
 bool same_looks(const pg::Policy& a, const pg::Policy& b) {
-  return a.store == b.store && a.hash_keys == b.hash_keys && a.store_request == b.store_request &&
-         pg::same_fingerprint(a, b);
+  return pg::same_lookup(a, b) && a.store_request == b.store_request;
 }
 
 // One look at each key (first_pass), in order, through prober under policy.

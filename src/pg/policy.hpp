@@ -35,6 +35,13 @@ inline bool same_fingerprint(const Policy& a, const Policy& b) {
   return same_pointer_set(a.ignore, a.ignore_size, b.ignore, b.ignore_size);
 }
 
+// Whether two policies look a key up alike (the same store, the key in the
+// same form) and fingerprint its request alike: a first look made under
+// one answers under the other.
+inline bool same_lookup(const Policy& a, const Policy& b) {
+  return a.store == b.store && a.hash_keys == b.hash_keys && same_fingerprint(a, b);
+}
+
 // The policy of namespace ns for the current user. Raises 42501 when the user
 // may not use the namespace (neither the store's owner, nor a member of a
 // role it was granted to), before anything about its records is read; then

@@ -133,19 +133,15 @@ Probe probe_in_place(Prober* pr, const text* key, const text* given_key, bool ch
   return p;
 }
 
-Probe probe(Prober* pr, const text* key, const text* given_key, bool check_snapshot) {
-  Probe p = probe_in_place(pr, key, given_key, check_snapshot);
-  if (p.found != Found::row) return p;
-  p.request_hash = datumCopy(p.request_hash, false, -1);
-  if (!p.request_null) p.request_payload = datumCopy(p.request_payload, false, -1);
-  if (!p.result_null) p.result_payload = datumCopy(p.result_payload, false, -1);
-  if (!p.error_null) p.error_payload = datumCopy(p.error_payload, false, -1);
-  return p;
-}
-
 Probe probe_key(const Store& store, const text* ns, const text* key, const text* given_key, bool check_snapshot) {
   Prober* pr = open_prober(store, ns);
-  const Probe p = probe(pr, key, given_key, check_snapshot);
+  Probe p = probe_in_place(pr, key, given_key, check_snapshot);
+  if (p.found == Found::row) {  // copied before the prober's slot goes
+    p.request_hash = datumCopy(p.request_hash, false, -1);
+    if (!p.request_null) p.request_payload = datumCopy(p.request_payload, false, -1);
+    if (!p.result_null) p.result_payload = datumCopy(p.result_payload, false, -1);
+    if (!p.error_null) p.error_payload = datumCopy(p.error_payload, false, -1);
+  }
   close_prober(pr);
   return p;
 }

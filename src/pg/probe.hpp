@@ -20,7 +20,7 @@ struct Probe {
   Found found;
   TransactionId busy_xid;  // busy: the transaction inserting, updating or deleting the row
   // row: the latest committed version (or this transaction's own), copied
-  // (probe_in_place: in its prober's slot)
+  // by probe_key (probe_in_place: in its prober's slot)
   char status;             // 'i' in_progress, 'c' committed, 'f' failed
   Datum request_hash;      // bytea
   Datum request_payload;   // jsonb
@@ -60,11 +60,9 @@ struct Prober {
 Prober* open_prober(const Store& store, const text* ns);
 void close_prober(Prober* prober);
 
-// What probe_key finds, through prober.
-Probe probe(Prober* prober, const text* key, const text* given_key, bool check_snapshot = true);
-
-// The same, without copying the row's values: they point into the
-// prober's slot, valid until its next probe or its close.
+// What probe_key finds, through prober, without copying the row's values:
+// they point into the prober's slot, valid until its next probe or its
+// close.
 Probe probe_in_place(Prober* prober, const text* key, const text* given_key, bool check_snapshot = true);
 
 // Looks the key up in store (opened and locked by open_store) through its
