@@ -37,16 +37,17 @@ my $replayed = q{
 my $answer = qq{prior_result {"r": "old"}\nprior_result {"r": "old"}\n0};
 is($node->safe_psql('postgres', $replayed), $answer, 'a frozen record replays without the namespace lock');
 
-# Moves the next transaction id to $xid (a multiple of 2^20: one pg_xact
-# segment each), writing the segment it needs.
+# Moves the next transaction id to $xid, writing the pg_xact segment it
+# needs (32 pages of the block size, 4 transactions a byte).
+my $block = $node->safe_psql('postgres', 'SHOW block_size');
 sub advance
 {
 	my ($xid) = @_;
 	$node->stop;
-	my $segment = sprintf('%s/pg_xact/%04X', $node->data_dir, $xid >> 20);
+	my $segment = sprintf('%s/pg_xact/%04X', $node->data_dir, int($xid / ($block * 32 * 4)));
 	open(my $fh, '>', $segment) or die "could not create $segment: $!";
 	binmode $fh;
-	print $fh "\0" x (256 * 1024);
+	print $fh "\0" x ($block * 32);
 	close $fh;
 	$node->command_ok([ 'pg_resetwal', '-x', $xid, '-D', $node->data_dir ], "pg_resetwal -x $xid");
 	$node->start;
