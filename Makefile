@@ -60,9 +60,9 @@ $(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp test/unit/*.hpp
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc -DIDEM_KAT_CSV='"$(CURDIR)/test/kat/vectors.csv"' $(CORE_SRCS) $(UNIT_SRCS) \
 		-lgtest -lgtest_main -lpthread -lcrypto -o $@
 
-.PHONY: unittest run test stop bench fuzz sanitize dist dist-archive
+.PHONY: unittest run test stop check-regress check-isolation check-pgtap check-perl check-unit check-server check-stop bench fuzz sanitize dist dist-archive
 unittest: $(UNIT_BIN)
-	$(UNIT_BIN)
+	$(UNIT_BIN) $(if $(UNIT_FILTER),--gtest_filter='$(UNIT_FILTER)')
 
 run:
 	test/bin/run-demo
@@ -72,6 +72,12 @@ stop:
 
 test:
 	PGVER=$(PG) SLOW=$(SLOW) test/bin/run-tests
+
+# make check-regress T=parse (check-isolation, check-pgtap, check-perl,
+# check-unit): one layer, or the tests named in T, against a private server
+# that keeps running (test/bin/check; make check-stop stops it).
+check-regress check-isolation check-pgtap check-perl check-unit check-server check-stop:
+	test/bin/check $(@:check-%=%) $(T)
 
 # make fuzz [FUZZ_RUNS=N | FUZZ_SECONDS=N]: test/fuzz/run (needs clang and libclang-rt-14-dev).
 fuzz:
