@@ -40,7 +40,7 @@ uint64 execute(Statement& st, const Datum* values, const char* nulls, Datum* row
 struct StoreStatement {
   const char* sql;
   int nargs;
-  Oid types[8];
+  Oid types[10];
   bool latest_snapshot = false;
 };
 

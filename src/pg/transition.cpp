@@ -292,9 +292,11 @@ void check_held_proof(const pg::HeldClaim& held, const pg::Claim& proof, const t
 // A claim held by its lock alone is written to the extension's own table,
 // where it was claimed; raises 55000 when this transaction bound the
 // namespace to another store since (the claim stays open, so COMMIT is
-// refused and nothing of the attempt is kept).
+// refused and nothing of the attempt is kept). An index, trigger or
+// constraint an operator added to that table meanwhile is no change of
+// store: the record is then written through SQL (write_held).
 void refuse_moved_claim(const pg::Store& store, const text* ns, const text* given_key, const char* action) {
-  if (store.own && store.direct) return;
+  if (store.own) return;
   char label[32];
   pg::key_label(given_key, label);
   throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
@@ -303,6 +305,44 @@ void refuse_moved_claim(const pg::Store& store, const text* ns, const text* give
                     "This transaction's idem_begin claimed the key in namespace \"" + pg::string_of(ns) +
                         "\" in the extension's table, and then bound the namespace to another store.",
                     "Bind the namespace before beginning its keys, or in another transaction.");
+}
+
+// The finished record of a claim held by its lock alone (insert_finished's
+// row), for the extension's table when it is not written directly: an
+// operator is building an index on it (CREATE INDEX CONCURRENTLY, which
+// waits for this transaction), or added a trigger, which the INSERT runs.
+#define INSERT_FINISHED(MORE_COLUMNS, MORE_VALUES)                                                           \
+  "INSERT INTO @store@ (namespace, key_value, status, request_hash, request_payload, result_payload,"        \
+  " error_payload, created_at, updated_at, expires_at, attempt, fence" MORE_COLUMNS ")"                      \
+  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_catalog.clock_timestamp(), $9, 1, $10" MORE_VALUES ")"
+const pg::StoreStatement insert_finished_fenced = {
+    INSERT_FINISHED("", ""),
+    10,
+    {TEXTOID, TEXTOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}};
+const pg::StoreStatement insert_finished_recovering = {
+    INSERT_FINISHED(", recovery_point, recovery_state", ", NULL, NULL"),
+    10,
+    {TEXTOID, TEXTOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}};
+
+// Writes the finished record of a claim held by its lock alone: directly
+// while the table is as installed, else through SQL.
+void write_held(const pg::Store& store, text* ns, text* key, const pg::HeldClaim& held, bool committing,
+                Jsonb* payload, bool keep_request) {
+  if (store.direct) return pg::insert_finished(store, ns, key, held, committing, payload, keep_request);
+  const Datum values[10] = {PointerGetDatum(ns),
+                            PointerGetDatum(key),
+                            CStringGetTextDatum(committing ? "committed" : "failed"),
+                            PointerGetDatum(held.request_hash),
+                            PointerGetDatum(held.request),
+                            PointerGetDatum(payload),
+                            PointerGetDatum(payload),
+                            TimestampTzGetDatum(held.claimed_at),
+                            TimestampTzGetDatum(held.expires_at),
+                            Int64GetDatum(held.fence)};
+  char nulls[11] = "          ";
+  nulls[4] = held.request == nullptr || !keep_request ? 'n' : ' ';
+  nulls[committing ? 6 : 5] = 'n';
+  pg::execute(store.recovers ? insert_finished_recovering : insert_finished_fenced, store, values, nulls);
 }
 
 [[noreturn]] void invalid_error_payload(const std::string& what) {
@@ -369,7 +409,7 @@ void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
   if (const pg::HeldClaim* held = pg::held_claim(ns, key)) {  // no row yet: its one write
     check_held_proof(*held, proof, given_key, committing ? "commit" : "fail");
     refuse_moved_claim(store, ns, given_key, committing ? "commit" : "fail");
-    pg::insert_finished(store, ns, key, *held, committing, payload, policy.store_request);
+    write_held(store, ns, key, *held, committing, payload, policy.store_request);
     pg::finish(ns, key);
     pg::count(committing ? pg::commits : pg::permanent_failures);
     return;
