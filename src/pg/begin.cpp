@@ -542,12 +542,15 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
         reuse ? opened : pg::open_store(ns, policy.store, table_lock, pg::Call{key, policy.hash_keys, names.entry_point});
     reuse = false;
     const bool fenced = store.fenced;
-    // This transaction's own claim, held by the lock alone: in flight, as its
-    // own in_progress row would be, or a mismatch with its request.
+    // This transaction's own claim, held by the lock alone: in flight since
+    // it was claimed, as its own in_progress row would be, or a mismatch
+    // with its request.
     if (const pg::HeldClaim* own = locked ? pg::held_claim(ns, key) : nullptr) {
       pg::unlock_key(lock);
       if (pg::same_bytes(own->request_hash, DatumGetByteaPP(submitted))) {
-        return outcome(in_flight, submitted);
+        pg::Probe claimed{};
+        claimed.began_known = true, claimed.updated_at = own->claimed_at, claimed.own = true;
+        return in_flight_outcome(submitted, claimed, GetCurrentTimestamp(), policy);
       }
       return mismatch_outcome(submitted, PointerGetDatum(own->request_hash), PointerGetDatum(own->request),
                               own->request == nullptr, policy);

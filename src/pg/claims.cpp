@@ -208,6 +208,8 @@ void on_subxact(SubXactEvent event, SubTransactionId subxact, SubTransactionId, 
   while (change_count > 0 && changes[change_count - 1].subxact >= subxact) {
     const Change& c = changes[--change_count];
     c.claim->open = !c.opened;
+    // The key's lock went with the subtransaction's resource owner.
+    held_count += (c.was_held ? 1 : 0) - (c.claim->held ? 1 : 0);
     c.claim->held = c.was_held;
     c.claim->data = c.was;
     open_count += c.opened ? -1 : 1;

@@ -190,7 +190,8 @@ suite_pgtap() {
   "$psql" -X -q -d idempotency_tap -v ON_ERROR_STOP=1 \
     -c 'CREATE SCHEMA bound' -c "SELECT idempotency.idem_create_store('bound.records')" >/dev/null
   (cd "$1" && pg_prove --set store=bound.records -d idempotency_tap \
-    test/pgtap/store_transitions.sql test/pgtap/store_properties.sql test/pgtap/namespace_lease.sql)
+    test/pgtap/store_transitions.sql test/pgtap/store_properties.sql test/pgtap/namespace_lease.sql \
+    test/pgtap/batch_equivalence.sql)
 }
 
 # suite_perl_tap WORK [SKIP...]: the Perl TAP tests (test/t) but those named
@@ -259,7 +260,7 @@ prove_tree() {
   for skip in "${@:3}"; do rm "$dir/t/$skip"; done
   [ "$(id -u)" = 0 ] && chown -R postgres: "$dir"
   (cd "$dir" && as_server_user env \
-    PATH="$PG_TOOLS:$PG_BIN:$PATH" TESTDIR="$dir" \
+    PATH="$PG_TOOLS:$PG_BIN:$PATH" TESTDIR="$dir" IDEM_REPO="$REPO" \
     ${IDEM_LOAD_TRANSACTIONS:+IDEM_LOAD_TRANSACTIONS=$IDEM_LOAD_TRANSACTIONS} \
     ${IDEM_MEMORY_CYCLES:+IDEM_MEMORY_CYCLES=$IDEM_MEMORY_CYCLES} \
     ${IDEM_OLD_RELEASES:+IDEM_OLD_RELEASES="$IDEM_OLD_RELEASES"} \

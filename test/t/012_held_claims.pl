@@ -4,7 +4,9 @@
 # (max_locks_per_transaction / 4) and more as rows: no 53200, every begin
 # fresh, one record per key once they commit. A prepared transaction that
 # finished a held claim keeps the key in flight until COMMIT PREPARED, and
-# one that is rolled back leaves the key fresh.
+# one that is rolled back leaves the key fresh. A batch answers each key as
+# single begins would (test/pgtap/batch_equivalence.sql) at a smaller
+# max_locks_per_transaction than make test's server has.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -99,4 +101,17 @@ is($node->safe_psql('postgres', q{
 	ROLLBACK;}), 'fresh', 'a prepared transaction rolled back leaves the key fresh');
 
 $node->stop;
+
+# The batch against single begins with 8 claims held by their lock, not 16.
+my $small = PostgreSQL::Test::Cluster->new('small_share');
+$small->init;
+$small->append_conf('postgresql.conf', 'max_locks_per_transaction = 32');
+$small->start;
+$small->safe_psql('postgres', 'CREATE EXTENSION idempotency; CREATE EXTENSION pgtap; CREATE EXTENSION dblink;');
+my $tap = "$ENV{IDEM_REPO}/test/pgtap/batch_equivalence.sql";
+($ret, $out, $err) = $small->psql('postgres', undef, extra_params => [ '-X', '-q', '-f', $tap ]);
+is($ret, 0, 'batch_equivalence.sql runs at max_locks_per_transaction = 32');
+like($out, qr/^1\.\.\d+$/m, '  and plans its tests');
+unlike($out, qr/^not ok/m, '  and every test passes') or diag($out);
+$small->stop;
 done_testing();
