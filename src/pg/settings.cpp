@@ -14,6 +14,7 @@ extern "C" {
 
 #include "../core/error.hpp"
 #include "compat.hpp"
+#include "isolate.hpp"
 #include "stats.hpp"
 
 namespace idem::pg {
@@ -169,6 +170,11 @@ void define_settings() {
       "cost of a longer purge. At most 10 s: the pause holds a snapshot, as any statement does. Any role may "
       "set it, also for a pg_cron job's role with ALTER ROLE ... SET.",
       &purge_pause_ms, 0, 0, 10 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "idempotency.maintenance_timeout", "How long one store's purge chunk or statistics read may run.",
+      "A store that runs longer (its triggers or row security wait or sleep) is cancelled, reported in a "
+      "WARNING and skipped, so that the other stores are still purged and shown. 0: no limit.",
+      &maintenance_timeout_ms, 5000, 0, INT_MAX, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
   loading = false;
   for (int i = 0; i < setting_count && untrusted < 0; ++i)
     if (guarded[i].existed && !guarded[i].accepted) untrusted = i;

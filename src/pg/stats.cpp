@@ -109,6 +109,16 @@ IDEM_FUNCTION(idem_stats_released_keys) {
   PG_RETURN_INT64(static_cast<int64>(pg_atomic_read_u64(&shared->values[idem::pg::released_keys])));
 }
 
+// idem_stats_stores_skipped(): how many times purge or the statistics
+// skipped a store whose own triggers, row security or privileges made it
+// fail, or that ran past idempotency.maintenance_timeout (NULL when the
+// counters are off), for idem_stats.
+IDEM_FUNCTION(idem_stats_stores_skipped) {
+  (void)fcinfo;
+  if (shared == nullptr) PG_RETURN_NULL();
+  PG_RETURN_INT64(static_cast<int64>(pg_atomic_read_u64(&shared->values[idem::pg::stores_skipped])));
+}
+
 // idem_stats_recovery(): how many begins took an abandoned claim over, and
 // how many recovery points holders recorded (NULLs when the counters are
 // off), for idem_stats.

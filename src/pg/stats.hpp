@@ -23,6 +23,7 @@ enum Counter : int {
   released_keys,  // 0.7.0: read by idem_stats_released_keys, not in idem_stats_counters's row
   takeovers,        // 0.8.0: read by idem_stats_recovery, with recovery_points
   recovery_points,
+  stores_skipped,  // 0.9.2: read by idem_stats_stores_skipped
   counter_count
 };
 

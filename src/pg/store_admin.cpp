@@ -8,6 +8,8 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "catalog/pg_class.h"
+#include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "funcapi.h"
 #include "utils/timestamp.h"
@@ -18,6 +20,7 @@ extern "C" {
 #include "claims.hpp"
 #include "extension.hpp"
 #include "guard.hpp"
+#include "isolate.hpp"
 #include "purge.hpp"
 #include "settings.hpp"
 #include "shard.hpp"
@@ -39,12 +42,9 @@ pg::Statement is_bound = {
     nullptr,
     true};
 
-// The store of argument argno (a regclass, NULL for the extension's table),
-// opened and locked for writing: for a table Citus distributes, its shell
-// (distributed is then set). Raises 42809 for a table no namespace is bound
-// to.
-pg::Store store_arg(FunctionCallInfo fcinfo, int argno, const text* ns, bool* distributed,
-                    LOCKMODE mode = RowExclusiveLock) {
+// Argument argno, a store (NULL: the extension's table, InvalidOid), after
+// checking it is one: raises 42809 for a table no namespace is bound to.
+Oid bound_arg(FunctionCallInfo fcinfo, int argno) {
   pg::require_trusted_settings();
   const Oid relid = PG_ARGISNULL(argno) ? InvalidOid : PG_GETARG_OID(argno);
   const Datum values[1] = {ObjectIdGetDatum(relid)};
@@ -52,7 +52,15 @@ pg::Store store_arg(FunctionCallInfo fcinfo, int argno, const text* ns, bool* di
     throw core::Error(core::sqlstate::wrong_object_type,
                       "relation with OID " + std::to_string(relid) + " is not an idempotency store",
                       "No idempotency namespace is bound to it.");
-  return pg::open_whole_store(ns, relid, mode, distributed);
+  return relid;
+}
+
+// The store of argument argno (bound_arg), opened and locked in mode
+// (for writing unless given): for a table Citus distributes, its shell
+// (distributed is then set).
+pg::Store store_arg(FunctionCallInfo fcinfo, int argno, const text* ns, bool* distributed,
+                    LOCKMODE mode = RowExclusiveLock) {
+  return pg::open_whole_store(ns, bound_arg(fcinfo, argno), mode, distributed);
 }
 
 // Each namespace's lease, as purge needs them: namespaces and seconds.
@@ -114,23 +122,22 @@ const pg::StoreStatement forget_requests = {
     1,
     {TEXTOID}};
 
-}  // namespace
+// One purge chunk of a store, as idem_store_purge runs it (isolated).
+struct PurgeChunk {
+  FunctionCallInfo fcinfo;
+  int32 batch;
+  int64 purged;
+};
 
-// idem_store_purge(store regclass, batch_size integer): deletes one chunk
-// of up to batch_size expired records from store (NULL: the extension's
-// table), as idem_purge describes, as the store's owner; returns how many.
-IDEM_FUNCTION(idem_store_purge) {
-  const int32 batch = PG_ARGISNULL(1) ? 0 : PG_GETARG_INT32(1);
-  if (batch < 1)
-    throw core::Error(core::sqlstate::invalid_parameter_value, "invalid purge batch size",
-                      "batch_size must be a positive integer.");
+void purge_one_chunk(void* arg) {
+  auto& c = *static_cast<PurgeChunk*>(arg);
   text* none = cstring_to_text("");
   bool distributed;
-  const pg::Store store = store_arg(fcinfo, 0, none, &distributed);
+  const pg::Store store = store_arg(c.fcinfo, 0, none, &distributed);
   Datum lease_rows[2];
   bool lease_nulls[2] = {true, true};
   (void)pg::execute(leases, nullptr, "", lease_rows, lease_nulls);
-  Datum values[4] = {Int32GetDatum(batch), lease_rows[0], lease_rows[1],
+  Datum values[4] = {Int32GetDatum(c.batch), lease_rows[0], lease_rows[1],
                      Float8GetDatum(static_cast<double>(pg::in_progress_lease_seconds))};
   const char nulls[5] = {' ', lease_nulls[0] ? 'n' : ' ', lease_nulls[1] ? 'n' : ' ', ' ', '\0'};
   // A table exactly as installed is purged without the executor (purge.cpp);
@@ -138,20 +145,56 @@ IDEM_FUNCTION(idem_store_purge) {
   if (!distributed && store.direct) {
     const pg::Leases given{lease_nulls[0] ? 0 : lease_rows[0], lease_nulls[1] ? 0 : lease_rows[1],
                            static_cast<double>(pg::in_progress_lease_seconds)};
-    const int64 purged = pg::purge_direct(store, batch, given);
-    if (purged >= 0) PG_RETURN_INT64(purged);
+    c.purged = pg::purge_direct(store, c.batch, given);
+    if (c.purged >= 0) return;
   }
-  if (!distributed) PG_RETURN_INT64(static_cast<int64>(pg::execute(purge_chunk, store, values, nulls)));
+  if (!distributed) {
+    c.purged = static_cast<int64>(pg::execute(purge_chunk, store, values, nulls));
+    return;
+  }
   // A store Citus distributes: the chunk from the shards on this node, each
   // under the lock a move of it waits for (idem_purge runs on every node).
-  int64 purged = 0;
+  c.purged = 0;
   List* shards = pg::local_shards(store.table);
-  for (int i = 0; i < list_length(shards) && purged < batch; ++i) {
+  for (int i = 0; i < list_length(shards) && c.purged < c.batch; ++i) {
     const pg::Store shard = pg::open_store(none, list_nth_oid(shards, i), RowExclusiveLock, pg::Call{nullptr, false, "purge"});
-    values[0] = Int32GetDatum(batch - static_cast<int32>(purged));
-    purged += static_cast<int64>(pg::execute(purge_chunk, shard, values, nulls));
+    values[0] = Int32GetDatum(c.batch - static_cast<int32>(c.purged));
+    c.purged += static_cast<int64>(pg::execute(purge_chunk, shard, values, nulls));
   }
-  PG_RETURN_INT64(purged);
+}
+
+// The figures of idem_namespace_stats for a store, as idem_store_stats reads them (isolated).
+struct StatsRead {
+  FunctionCallInfo fcinfo;
+  Datum figures;
+  bool none;
+};
+
+void read_store_stats(void* arg) {
+  auto& r = *static_cast<StatsRead*>(arg);
+  text* none = cstring_to_text("");
+  bool distributed;
+  const pg::Store store = store_arg(r.fcinfo, 0, none, &distributed, AccessShareLock);
+  (void)pg::execute(store_stats, store, nullptr, "", &r.figures, &r.none);
+}
+
+}  // namespace
+
+// idem_store_purge(store regclass, batch_size integer): deletes one chunk
+// of up to batch_size expired records from store (NULL: the extension's
+// table), as idem_purge describes, as the store's owner; returns how many,
+// or NULL when the store failed (its triggers, row security or privileges)
+// or ran past idempotency.maintenance_timeout: the chunk is undone, the
+// store reported and counted, and idem_purge goes on with the next store.
+IDEM_FUNCTION(idem_store_purge) {
+  const int32 batch = PG_ARGISNULL(1) ? 0 : PG_GETARG_INT32(1);
+  if (batch < 1)
+    throw core::Error(core::sqlstate::invalid_parameter_value, "invalid purge batch size",
+                      "batch_size must be a positive integer.");
+  const Oid relid = bound_arg(fcinfo, 0);
+  PurgeChunk c{fcinfo, batch, 0};
+  if (!pg::isolated(purge_one_chunk, &c, relid, "purge")) PG_RETURN_NULL();
+  PG_RETURN_INT64(c.purged);
 }
 
 // idem_store_forget_requests(store regclass, namespace text): removes the
@@ -191,6 +234,33 @@ IDEM_FUNCTION(idem_store_problem) {
   PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 
+namespace {
+
+// A namespace's records in a table no longer of a store's shape (its owner
+// made it unlogged, changed an index...), which an operator unbinding the
+// namespace must still count: through SQL as the owner, whatever else the
+// shape, by the namespace column when it has one, else every row.
+int64 count_in_broken_store(Oid relid, text* ns) {
+  static const pg::StoreStatement by_namespace = {
+      "SELECT pg_catalog.count(*) FROM @store@ r WHERE r.namespace::pg_catalog.text OPERATOR(pg_catalog.=) $1", 1,
+      {TEXTOID}};
+  static const pg::StoreStatement every_row = {"SELECT pg_catalog.count(*) FROM @store@ r", 0, {}};
+  pg::Store store{};
+  store.table = relid;
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+  if (!HeapTupleIsValid(tuple)) return 0;  // dropped meanwhile: it holds none
+  store.owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+  ReleaseSysCache(tuple);
+  const Datum values[1] = {PointerGetDatum(ns)};
+  Datum row[1];
+  bool nulls[1] = {true};
+  const AttrNumber column = get_attnum(relid, "namespace");
+  (void)pg::execute(column != InvalidAttrNumber ? by_namespace : every_row, store, values, " ", row, nulls);
+  return nulls[0] ? 0 : DatumGetInt64(row[0]);
+}
+
+}  // namespace
+
 // idem_store_count(store regclass, namespace text, in_progress_only
 // boolean): how many records (or records in progress) the namespace has in
 // store (NULL: the extension's table), read as the store's owner: a
@@ -200,6 +270,8 @@ IDEM_FUNCTION(idem_store_problem) {
 IDEM_FUNCTION(idem_store_count) {
   text* ns = pg::namespace_arg(fcinfo, 1);
   if (!PG_ARGISNULL(0) && !SearchSysCacheExists1(RELOID, PG_GETARG_DATUM(0))) PG_RETURN_INT64(0);
+  if (!PG_ARGISNULL(0) && pg::store_shape_problem(PG_GETARG_OID(0)).problem != nullptr)
+    PG_RETURN_INT64(count_in_broken_store(bound_arg(fcinfo, 0), ns));
   bool distributed;
   const pg::Store store = store_arg(fcinfo, 0, ns, &distributed, AccessShareLock);
   const Datum values[2] = {PointerGetDatum(ns), BoolGetDatum(!PG_ARGISNULL(2) && PG_GETARG_BOOL(2))};
@@ -213,7 +285,9 @@ IDEM_FUNCTION(idem_store_count) {
 
 // idem_store_stats(store regclass): idem_namespace_stats's figures for
 // each namespace in store (NULL: the extension's table), as a jsonb array,
-// read as the store's owner (see idem_store_count). idem_store_stats_0_7
+// read as the store's owner (see idem_store_count); NULL when it has no
+// records, or when the read failed or ran too long (isolated, as a purge
+// chunk is). idem_store_stats_0_7
 // is the same with oldest_expired_age: 0.7.0's SQL names that symbol, so a
 // session still running an older library is refused (42883) rather than
 // showing the figure as NULL, which would read as nothing expired.
@@ -221,14 +295,10 @@ static Datum store_stats_body(FunctionCallInfo fcinfo);
 IDEM_FUNCTION(idem_store_stats) { return store_stats_body(fcinfo); }
 IDEM_FUNCTION(idem_store_stats_0_7) { return store_stats_body(fcinfo); }
 static Datum store_stats_body(FunctionCallInfo fcinfo) {
-  text* none = cstring_to_text("");
-  bool distributed;
-  const pg::Store store = store_arg(fcinfo, 0, none, &distributed, AccessShareLock);
-  Datum row[1];
-  bool nulls[1] = {true};
-  (void)pg::execute(store_stats, store, nullptr, "", row, nulls);
-  if (nulls[0]) PG_RETURN_NULL();
-  PG_RETURN_DATUM(row[0]);
+  const Oid relid = bound_arg(fcinfo, 0);
+  StatsRead r{fcinfo, 0, true};
+  if (!pg::isolated(read_store_stats, &r, relid, "statistics read") || r.none) PG_RETURN_NULL();
+  PG_RETURN_DATUM(r.figures);
 }
 
 // idem_store_distribution(store regclass): how Citus distributes the table:

@@ -254,6 +254,15 @@ bool held_elsewhere(const text* ns, const text* key) {
                       std::string("cannot ") + action + " an idempotency record that is not in progress",
                       "No record exists for key " + std::string(label) + " in namespace \"" + pg::string_of(ns) +
                           "\"; idem_begin must answer fresh first.");
+  if (pg::string_of(status_text) == "in_progress" && pg::claimed_here(store, ns, key, proof))
+    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                      std::string("cannot ") + action + " idempotency key " + label + ": its store skipped the change",
+                      "The record of the key in namespace \"" + pg::string_of(ns) +
+                          "\" is this claim's and in progress, but the store's statement changed no row: a BEFORE "
+                          "trigger on the table returned NULL, or a rule or row security policy of its owner's left "
+                          "the row out.",
+                      "A store's BEFORE UPDATE and BEFORE DELETE triggers must return the row (NEW, or OLD) for the "
+                      "store's own changes.");
   if (proof.kind != pg::Claim::none && pg::string_of(status_text) == "in_progress") {
     // Fences say nothing by their order (they are random): only the attempt
     // number tells whether the record was taken over since it was claimed.

@@ -243,11 +243,11 @@ bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim, b
   return transition(store, ns, key, claim, true, false, nullptr, kept);
 }
 
-bool claimed_here(const Store& store, text* ns, text* key) {
+bool claimed_here(const Store& store, text* ns, text* key, const Claim& claim) {
   Relation table = table_open(store.table, RowExclusiveLock);
   const Snapshot snapshot = push_snapshot();
   ItemPointerData tid;
-  const bool found = read_claim(table, store, snapshot, ns, key, Claim{Claim::none, 0}, nullptr, nullptr, &tid);
+  const bool found = read_claim(table, store, snapshot, ns, key, claim, nullptr, nullptr, &tid);
   PopActiveSnapshot();
   table_close(table, NoLock);
   return found;

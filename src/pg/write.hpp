@@ -54,8 +54,9 @@ bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, b
 bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim, bool* kept);
 
 // Whether the in_progress record of (ns, key), as a transition would read
-// it, was claimed by this transaction: what a transition without a proof
-// may act on. For the SQL path, whose statements cannot tell.
-bool claimed_here(const Store& store, text* ns, text* key);
+// it, is the claim named (Claim::none: one this transaction claimed): what
+// a transition may act on. For the SQL path, whose statements cannot tell,
+// and to tell why one changed nothing.
+bool claimed_here(const Store& store, text* ns, text* key, const Claim& claim = Claim{Claim::none, 0});
 
 }  // namespace idem::pg

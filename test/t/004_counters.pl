@@ -109,6 +109,29 @@ ok($node->log_contains(
 unlike(slurp_file($node->logfile, $log_offset) =~ s/^.*LOG:  statement: .*$//mgr, qr/poisoned/,
 	'  never the key itself: the line comes without its statement (only log_statement logs that here)');
 
+# A store that purge or the statistics skip (its owner's trigger raises on
+# DELETE, its row security raises on SELECT): counted in stores_skipped.
+$node->safe_psql('postgres', q{
+	CREATE ROLE svc; CREATE SCHEMA svc AUTHORIZATION svc; GRANT USAGE ON SCHEMA idempotency TO svc;
+	SET ROLE svc;
+	SELECT idempotency.idem_create_store('svc.store');
+	RESET ROLE;
+	SELECT idempotency.idem_bind_store('svc', 'svc.store');
+	BEGIN;
+	SELECT idempotency.idem_begin('svc', 'k', '{}', replay_window => '1 millisecond');
+	SELECT idempotency.idem_commit('svc', 'k', '{}');
+	COMMIT;
+	SET ROLE svc;
+	CREATE FUNCTION svc.no() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no'; END $$;
+	CREATE TRIGGER no BEFORE DELETE ON svc.store FOR EACH ROW EXECUTE FUNCTION svc.no();
+	CREATE FUNCTION svc.deny(text) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no'; END $$;
+	ALTER TABLE svc.store ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+	CREATE POLICY deny ON svc.store USING (svc.deny(namespace));});
+is($node->safe_psql('postgres', q{SELECT stores_skipped FROM idempotency.idem_stats}), '0', 'no store skipped yet');
+$node->safe_psql('postgres', q{SELECT pg_sleep(0.01); SELECT idempotency.idem_purge(); SELECT count(*) FROM idempotency.idem_namespace_stats});
+is($node->safe_psql('postgres', q{SELECT stores_skipped FROM idempotency.idem_stats}), '2',
+	'a purge and a statistics read that skipped the store count in stores_skipped');
+
 # A non-superuser cannot turn counting off for itself or reset the counters.
 $node->safe_psql('postgres', 'CREATE ROLE app LOGIN; GRANT USAGE ON SCHEMA idempotency TO app');
 my ($ret, $out, $err) = $node->psql('postgres', 'SET idempotency.track_counters = off', extra_params => ['-U', 'app']);
