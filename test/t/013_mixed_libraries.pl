@@ -2,7 +2,7 @@
 # database. Installing a new package replaces the library on disk, but a
 # pooled session that loaded the old one keeps running it until it ends,
 # before and after ALTER EXTENSION UPDATE. Here the library of an earlier
-# release (0.5.0 to 0.9.0 as they landed, built from their commits by
+# release (0.5.0 to 0.9.1 as they landed, built from their commits by
 # lib.sh's suite_perl_tap: IDEM_OLD_RELEASES) and this build's serve
 # sessions of one server at once:
 # - a claim this build holds by the key's lock alone (no row) makes the old
@@ -205,9 +205,9 @@ for my $version (sort keys %old)
 	is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}),
 		$current, "$what: updated to $current");
 	new_claims($node, $new, 'k4', "$what, after the update");
-	if ($version eq '0.9.0')
+	if ($version =~ /^0\.9\./)
 	{
-		# 0.9.1 changed the library alone: 0.9.0's keeps serving, as case 1.
+		# 0.9.1 and 0.9.2 keep 0.9.0's entry points: the old library keeps serving, as case 1.
 		begin_waiting($old_session, 'k4', 'old_k4', $version);
 		ok(waits($node, 'old_k4'), "$what: after the update the old library still begins, and waits");
 		$new->query_safe(q{SELECT idempotency.idem_commit('mixed', 'k4', '{"by": "new"}'); COMMIT;});
