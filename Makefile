@@ -55,9 +55,9 @@ UNIT_DIR = build/unit
 UNIT_SRCS = $(wildcard test/unit/*.cpp)
 UNIT_BIN = $(UNIT_DIR)/core_tests
 
-$(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp test/unit/*.hpp) test/kat/vectors.csv
+$(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp test/unit/*.hpp) test/kat/vectors.csv test/kat/keys.csv
 	@mkdir -p $(UNIT_DIR)
-	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc -DIDEM_KAT_CSV='"$(CURDIR)/test/kat/vectors.csv"' $(CORE_SRCS) $(UNIT_SRCS) \
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc -DIDEM_KAT_CSV='"$(CURDIR)/test/kat/vectors.csv"' -DIDEM_KEYS_CSV='"$(CURDIR)/test/kat/keys.csv"' $(CORE_SRCS) $(UNIT_SRCS) \
 		-lgtest -lgtest_main -lpthread -lcrypto -o $@
 
 .PHONY: unittest run test stop check-regress check-isolation check-pgtap check-perl check-unit check-server check-stop bench fuzz sanitize dist dist-archive

@@ -65,9 +65,46 @@ Output
                       canonical = expected canonical text with the pointed-to
                       parts left out, sha256 = its hash.
 
+    keys.csv next to it, for the KEY rules (the same dialect); columns
+    function,name,input,key,message,detail:
+      function=namespace: input = the namespace as a JSON string; key =
+                      "ok" when valid, else empty with the error.
+      function=parse: input = the raw value as a JSON string (or null: an
+                      absent header); key = the parsed key as a JSON string,
+                      null for a null input, empty on an error.
+      function=mint:  input = the parts as a JSON array (null: a SQL NULL
+                      part); key = the minted key as a JSON string, empty on
+                      an error.
+      message and detail: the error (SQLSTATE 22023) when key is empty.
+    The KEY rules:
+      4. NAMESPACE: 1 to 64 characters, each one of a-z, 0-9, "-", "_".
+         Errors, checked in this order: empty ("The namespace is empty; it
+         must be 1 to 64 characters."); the first character outside the
+         alphabet, by its 1-based position in characters ("Character "X" at
+         position P is not allowed; use only lower-case a-z, digits 0-9,
+         "-" and "_"." where X is the character itself when it is printable
+         ASCII other than space and double quote, else U+XXXX with at least
+         four upper-case hex digits); too long ("The namespace is N
+         characters long; the limit is 64.").
+      5. PARSE: remove Unicode White_Space (U+0009-U+000D, U+0020, U+0085,
+         U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F,
+         U+3000) from both ends; errors, in this order: nothing left ("The
+         key is blank: it is empty or only white space."), more than 255
+         code points ("The key is N characters long after trimming; the
+         limit is 255."), a control character (below U+0020, or U+007F)
+         ("The key contains control character U+XXXX at position P.", the
+         first one, P its 1-based code point position in the trimmed key).
+         Message: "invalid idempotency key".
+      6. MINT errors: no parts ("cannot mint an idempotency key from no
+         parts" / "Pass an array with at least one non-blank part."); else
+         the first part, by 1-based position, that is NULL ("Part P is
+         null."), empty ("Part P is empty.") or only White_Space ("Part P
+         is blank (only white space)."), message "invalid idempotency key
+         part".
+
 How to run
-    python3 test/kat/vectors.py           # (re)write test/kat/vectors.csv
-    python3 test/kat/vectors.py --check   # exit 1 if vectors.csv is stale
+    python3 test/kat/vectors.py           # (re)write test/kat/vectors.csv and keys.csv
+    python3 test/kat/vectors.py --check   # exit 1 if either is stale
 """
 
 import csv
@@ -82,6 +119,8 @@ from decimal import Decimal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSV_PATH = os.path.join(HERE, "vectors.csv")
+KEYS_PATH = os.path.join(HERE, "keys.csv")
+KEY_COLUMNS = ["function", "name", "input", "key", "message", "detail"]
 COLUMNS = ["kind", "name", "input", "parts_hex", "canonical", "sha256"]
 
 
@@ -635,6 +674,155 @@ def render(rows):
     return text.encode("utf-8")
 
 
+# --------------------------------------------------------------------------
+# Keys: namespace, parse and mint rules (4, 5, 6 above)
+# --------------------------------------------------------------------------
+
+WHITE_SPACE = set(range(0x09, 0x0E)) | {0x20, 0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F,
+                                        0x205F, 0x3000} | set(range(0x2000, 0x200B))
+NAMESPACE_ALPHABET = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def code_point_label(ch):
+    return "U+%04X" % ord(ch)
+
+
+def check_namespace(ns):
+    """None when valid, else (message, detail)."""
+    bad = "invalid idempotency namespace"
+    if ns == "":
+        return bad, "The namespace is empty; it must be 1 to 64 characters."
+    for pos, ch in enumerate(ns, 1):
+        if ch not in NAMESPACE_ALPHABET:
+            shown = '"%s"' % ch if 0x20 < ord(ch) < 0x7F and ch != '"' else code_point_label(ch)
+            return bad, ("Character %s at position %d is not allowed; use only lower-case a-z, "
+                         'digits 0-9, "-" and "_".' % (shown, pos))
+    if len(ns) > 64:
+        return bad, "The namespace is %d characters long; the limit is 64." % len(ns)
+    return None
+
+
+def parse_key(raw):
+    """(key, None) or (None, (message, detail))."""
+    bad = "invalid idempotency key"
+    chars = list(raw)
+    while chars and ord(chars[0]) in WHITE_SPACE:
+        chars.pop(0)
+    while chars and ord(chars[-1]) in WHITE_SPACE:
+        chars.pop()
+    if not chars:
+        return None, (bad, "The key is blank: it is empty or only white space.")
+    if len(chars) > 255:
+        return None, (bad, "The key is %d characters long after trimming; the limit is 255." % len(chars))
+    for pos, ch in enumerate(chars, 1):
+        if ord(ch) < 0x20 or ord(ch) == 0x7F:
+            return None, (bad, "The key contains control character %s at position %d." % (code_point_label(ch), pos))
+    return "".join(chars), None
+
+
+def mint_checked(parts):
+    """(key, None) or (None, (message, detail))."""
+    if not parts:
+        return None, ("cannot mint an idempotency key from no parts",
+                      "Pass an array with at least one non-blank part.")
+    for pos, part in enumerate(parts, 1):
+        what = None
+        if part is None:
+            what = "null"
+        elif part == "":
+            what = "empty"
+        elif all(ord(c) in WHITE_SPACE for c in part):
+            what = "blank (only white space)"
+        if what:
+            return None, ("invalid idempotency key part", "Part %d is %s." % (pos, what))
+    return mint_key(parts), None
+
+
+NAMESPACE_KEY_VECTORS = [
+    ("ns_simple", "payments"),
+    ("ns_alphabet", "a-z_0-9"),
+    ("ns_max_64", "n" * 64),
+    ("ns_empty", ""),
+    ("ns_too_long", "n" * 65),
+    ("ns_upper_case", "Payments"),
+    ("ns_space", "pay ments"),
+    ("ns_dot", "pay.ments"),
+    ("ns_double_quote", 'pay"ments'),
+    ("ns_non_ascii", "paymënts"),
+    ("ns_emoji_position", "a\U0001F600b"),
+    ("ns_tab", "pay\tments"),
+    ("ns_bad_char_before_length", "N" * 70),
+]
+
+PARSE_KEY_VECTORS = [
+    ("parse_null", None),
+    ("parse_plain", "order-1001"),
+    ("parse_trimmed", "  order-1001  "),
+    ("parse_inner_space_kept", "\t\n order 1001 \r"),
+    ("parse_unicode_spaces_trimmed", "\u00a0\u3000key\u2003\u0085"),
+    ("parse_zero_width_space_kept", "\u200bkey"),
+    ("parse_file_separator_is_control", "\u001ckey"),
+    ("parse_empty", ""),
+    ("parse_blank", "  \t "),
+    ("parse_ascii_255", "k" * 255),
+    ("parse_two_byte_255", "\u00e9" * 255),
+    ("parse_four_byte_255", "\U0001F600" * 255),
+    ("parse_padded_255", " " + "k" * 255 + " "),
+    ("parse_ascii_256", "k" * 256),
+    ("parse_two_byte_256", "\u00e9" * 256),
+    ("parse_newline_inside", "order\n1001"),
+    ("parse_control_soh", "order\u0001"),
+    ("parse_delete", "\u007f"),
+    ("parse_unit_separator_then", "ok \u001f then"),
+    ("parse_c1_kept", "a\u009bb"),
+    ("parse_long_and_control_reports_length", "\u0001" + "k" * 300),
+]
+
+MINT_KEY_VECTORS = [
+    ("mint_no_parts", []),
+    ("mint_null_part", ["a", None]),
+    ("mint_empty_part", ["a", ""]),
+    ("mint_blank_part", ["a", " \u3000"]),
+    ("mint_first_bad_part_reported", ["", None]),
+    ("mint_spaces_kept_inside", [" a "]),
+    ("mint_zero_width_space_not_blank", ["\u200b"]),
+]
+
+
+def build_key_rows():
+    rows = []
+    for name, ns in NAMESPACE_KEY_VECTORS:
+        err = check_namespace(ns)
+        rows.append({"function": "namespace", "name": name, "input": json.dumps(ns),
+                     "key": "" if err else "ok", "message": err[0] if err else "",
+                     "detail": err[1] if err else ""})
+    for name, raw in PARSE_KEY_VECTORS:
+        if raw is None:
+            key, err = None, None
+        else:
+            key, err = parse_key(raw)
+        rows.append({"function": "parse", "name": name, "input": json.dumps(raw),
+                     "key": "" if err else json.dumps(key), "message": err[0] if err else "",
+                     "detail": err[1] if err else ""})
+    for name, parts in MINT_KEY_VECTORS:
+        key, err = mint_checked(parts)
+        rows.append({"function": "mint", "name": name, "input": json.dumps(parts),
+                     "key": "" if err else json.dumps(key), "message": err[0] if err else "",
+                     "detail": err[1] if err else ""})
+    names = [r["name"] for r in rows]
+    assert len(names) == len(set(names)), "duplicate key vector names"
+    return rows
+
+
+def render_keys(rows):
+    out = io.StringIO(newline="")
+    w = csv.DictWriter(out, fieldnames=KEY_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    return out.getvalue().encode("utf-8")
+
+
 def main(argv):
     check = "--check" in argv[1:]
     unknown = [a for a in argv[1:] if a != "--check"]
@@ -642,24 +830,26 @@ def main(argv):
         print("usage: vectors.py [--check]", file=sys.stderr)
         return 2
     self_checks()
-    data = render(build_rows())
+    outputs = [(CSV_PATH, render(build_rows())), (KEYS_PATH, render_keys(build_key_rows()))]
     if check:
-        try:
-            with open(CSV_PATH, "rb") as f:
-                current = f.read()
-        except FileNotFoundError:
-            print("%s is missing; run: python3 %s" % (CSV_PATH, argv[0]),
-                  file=sys.stderr)
-            return 1
-        if current != data:
-            print("%s is out of date; regenerate with: python3 %s"
-                  % (CSV_PATH, argv[0]), file=sys.stderr)
-            return 1
-        print("%s is up to date" % CSV_PATH)
-        return 0
-    with open(CSV_PATH, "wb") as f:
-        f.write(data)
-    print("wrote %s" % CSV_PATH)
+        stale = 0
+        for path, data in outputs:
+            try:
+                with open(path, "rb") as f:
+                    current = f.read()
+            except FileNotFoundError:
+                current = None
+            if current != data:
+                print("%s is missing or out of date; regenerate with: python3 %s"
+                      % (path, argv[0]), file=sys.stderr)
+                stale += 1
+            else:
+                print("%s is up to date" % path)
+        return 1 if stale else 0
+    for path, data in outputs:
+        with open(path, "wb") as f:
+            f.write(data)
+        print("wrote %s" % path)
     return 0
 
 
