@@ -1,6 +1,6 @@
 -- recovery: recovery points for work that spans several transactions
 -- (Stripe's atomic phases). In a namespace with an in_progress_lease the
--- holder records how far its work got with its fence (idem_record_point);
+-- holder records how far its work got with its fence (idem_save_point);
 -- a begin that takes the abandoned claim over answers fresh with takeover
 -- true and that point, so the new attempt resumes after it. in_flight and
 -- fresh answers say when the lease ends; idem_http_response turns it into
@@ -16,9 +16,9 @@ FROM idem_begin('rp', 'pay-1', '{"amount": 100}') \gset
 SELECT :'kind' AS kind, :attempt AS attempt, :'takeover' AS takeover, :'no_point' AS no_point,
        :'no_state' AS no_state, :'lease_an_hour' AS lease_an_hour;
 -- The holder records its phases; each is a heartbeat and returns the lease end.
-SELECT idem_record_point('rp', 'pay-1', :rp_fence, 'started') - clock_timestamp()
+SELECT idem_save_point('rp', 'pay-1', 'started', NULL, :rp_fence) - clock_timestamp()
        BETWEEN interval '59 minutes' AND interval '1 hour' AS lease_an_hour;
-SELECT idem_record_point('rp', 'pay-1', :rp_fence, 'charged', '{"charge_id": "ch_1"}') > now() AS recorded;
+SELECT idem_save_point('rp', 'pay-1', 'charged', '{"charge_id": "ch_1"}', :rp_fence) > now() AS recorded;
 SELECT recovery_point, recovery_state FROM idempotency_record WHERE namespace = 'rp' AND key_value = 'pay-1';
 -- While the lease runs a retry is in flight, and says until when.
 SELECT kind, lease_ends_at - clock_timestamp() BETWEEN interval '59 minutes' AND interval '1 hour' AS lease_an_hour,
@@ -36,16 +36,16 @@ SELECT :'kind' AS kind, :attempt AS attempt, :'takeover' AS takeover, :'recovery
        :'recovery_state' AS recovery_state, :'new_fence' AS new_fence;
 -- The takeover keeps the point; the old holder can no longer record one.
 SELECT recovery_point, recovery_state FROM idempotency_record WHERE namespace = 'rp' AND key_value = 'pay-1';
-SELECT idem_record_point('rp', 'pay-1', :rp_fence, 'charged', '{"charge_id": "ch_2"}');
+SELECT idem_save_point('rp', 'pay-1', 'charged', '{"charge_id": "ch_2"}', :rp_fence);
 -- The new holder records its own phase and finishes; the record replays.
-SELECT idem_record_point('rp', 'pay-1', :rp_fence2, 'recorded', '{"charge_id": "ch_1", "ride": 7}') > now() AS recorded;
+SELECT idem_save_point('rp', 'pay-1', 'recorded', '{"charge_id": "ch_1", "ride": 7}', :rp_fence2) > now() AS recorded;
 SELECT idem_commit('rp', 'pay-1', '{"ride": 7}', :rp_fence2);
 SELECT kind, result, takeover, recovery_point, lease_ends_at FROM idem_begin('rp', 'pay-1', '{"amount": 100}');
 -- A point on a finished record, on a key without a record, under a
 -- namespace without a lease, with another request's claim: refused.
-SELECT idem_record_point('rp', 'pay-1', :rp_fence2, 'late');
-SELECT idem_record_point('rp', 'nothing', :rp_fence2, 'p');
-SELECT idem_record_point('no-lease', 'k', :rp_fence2, 'p');
+SELECT idem_save_point('rp', 'pay-1', 'late', NULL, :rp_fence2);
+SELECT idem_save_point('rp', 'nothing', 'p', NULL, :rp_fence2);
+SELECT idem_save_point('no-lease', 'k', 'p', NULL, :rp_fence2);
 -- A takeover of a claim that recorded no point: takeover true, no point.
 SELECT fence AS rp_fence3 FROM idem_begin('rp', 'pay-2', '{"amount": 5}') \gset
 UPDATE idempotency_record SET updated_at = now() - interval '2 hours' WHERE namespace = 'rp' AND key_value = 'pay-2';
@@ -59,32 +59,32 @@ SELECT fence AS rp_fence7 FROM idem_begin('rp', 'pay-7', '{"amount": 7}') \gset
 SELECT idem_fail_transient('rp', 'pay-7', :rp_fence7);
 SELECT count(*) AS forgotten FROM idempotency_record WHERE key_value = 'pay-7';
 SELECT fence AS rp_fence5 FROM idem_begin('rp', 'pay-5', '{"amount": 5}') \gset
-SELECT idem_record_point('rp', 'pay-5', :rp_fence5, 'charged', '{"charge_id": "ch_5"}') > now() AS recorded;
+SELECT idem_save_point('rp', 'pay-5', 'charged', '{"charge_id": "ch_5"}', :rp_fence5) > now() AS recorded;
 SELECT idem_fail_transient('rp', 'pay-5', :rp_fence5);
 BEGIN;
 SELECT kind, takeover FROM idem_begin('rp', 'pay-6', '{"amount": 6}');
-SELECT idem_record_point('rp', 'pay-6', fence, 'charged') > now() AS recorded FROM idempotency_record WHERE key_value = 'pay-6';
+SELECT idem_save_point('rp', 'pay-6', 'charged', NULL, fence) > now() AS recorded FROM idempotency_record WHERE key_value = 'pay-6';
 SELECT idem_fail_transient('rp', 'pay-6');
 ROLLBACK;
 SELECT recovery_point FROM idempotency_record WHERE key_value = 'pay-5';
 -- Bad arguments change nothing: NULL and blank points, control
 -- characters, a point too long, a NULL or bad fence, NULL namespace or key.
 SELECT fence AS rp_fence4 FROM idempotency_record WHERE namespace = 'rp' AND key_value = 'pay-2' \gset
-SELECT idem_record_point('rp', 'pay-2', :rp_fence4, NULL);
-SELECT idem_record_point('rp', 'pay-2', :rp_fence4, '');
-SELECT idem_record_point('rp', 'pay-2', :rp_fence4, E'a\nb');
-SELECT idem_record_point('rp', 'pay-2', :rp_fence4, repeat('p', 256));
-SELECT idem_record_point('rp', 'pay-2', NULL, 'p');
-SELECT idem_record_point('rp', 'pay-2', 7, 'p');
-SELECT idem_record_point(NULL, 'pay-2', :rp_fence4, 'p');
-SELECT idem_record_point('rp', NULL, :rp_fence4, 'p');
+SELECT idem_save_point('rp', 'pay-2', NULL, NULL, :rp_fence4);
+SELECT idem_save_point('rp', 'pay-2', '', NULL, :rp_fence4);
+SELECT idem_save_point('rp', 'pay-2', E'a\nb', NULL, :rp_fence4);
+SELECT idem_save_point('rp', 'pay-2', repeat('p', 256), NULL, :rp_fence4);
+SELECT idem_save_point('rp', 'pay-2', 'p', NULL, NULL);
+SELECT idem_save_point('rp', 'pay-2', 'p', NULL, 7);
+SELECT idem_save_point(NULL, 'pay-2', 'p', NULL, :rp_fence4);
+SELECT idem_save_point('rp', NULL, 'p', NULL, :rp_fence4);
 SELECT recovery_point IS NULL AS unchanged FROM idempotency_record WHERE namespace = 'rp' AND key_value = 'pay-2';
 -- A state larger than the namespace's max_payload_bytes is refused.
 SELECT namespace FROM idem_namespace_configure('rp', in_progress_lease => '1 hour', max_payload_bytes => 64);
-SELECT idem_record_point('rp', 'pay-2', :rp_fence4, 'big', jsonb_build_object('s', repeat('x', 100)));
+SELECT idem_save_point('rp', 'pay-2', 'big', jsonb_build_object('s', repeat('x', 100)), :rp_fence4);
 SELECT namespace FROM idem_namespace_configure('rp', in_progress_lease => '1 hour');
 -- A point with 255 characters (multibyte) and a NULL state are fine.
-SELECT idem_record_point('rp', 'pay-2', :rp_fence4, repeat('é', 255)) > now() AS recorded;
+SELECT idem_save_point('rp', 'pay-2', repeat('é', 255), NULL, :rp_fence4) > now() AS recorded;
 SELECT length(recovery_point), recovery_state FROM idempotency_record WHERE namespace = 'rp' AND key_value = 'pay-2';
 -- In a namespace without a lease nothing outlives its transaction: no
 -- lease end, and a first claim is no takeover.
@@ -93,7 +93,7 @@ SELECT kind, takeover, lease_ends_at FROM idem_begin('no-lease', 'k2', '{}');
 ROLLBACK;
 -- In a read-only transaction a point is refused.
 BEGIN READ ONLY;
-SELECT idem_record_point('rp', 'pay-2', :rp_fence4, 'p');
+SELECT idem_save_point('rp', 'pay-2', 'p', NULL, :rp_fence4);
 ROLLBACK;
 -- in_flight without a lease end keeps the given Retry-After.
 SELECT headers->>'Retry-After' AS retry_after
@@ -126,15 +126,15 @@ CREATE TABLE public.rp_old (
 SELECT namespace FROM idem_namespace_configure('rp-old', in_progress_lease => '1 hour');
 SELECT idem_bind_store('rp-old', 'public.rp_old');
 SELECT fence AS old_fence FROM idem_begin('rp-old', 'pay-3', '{"amount": 3}') \gset
-SELECT idem_record_point('rp-old', 'pay-3', :old_fence, 'charged');
+SELECT idem_save_point('rp-old', 'pay-3', 'charged', NULL, :old_fence);
 UPDATE public.rp_old SET updated_at = now() - interval '2 hours';
 SELECT kind, attempt, takeover, recovery_point FROM idem_begin('rp-old', 'pay-3', '{"amount": 3}');
 -- Half the columns: the hint adds the other.
 ALTER TABLE public.rp_old ADD COLUMN recovery_point text;
 SELECT fence AS old_fence FROM public.rp_old WHERE key_value = 'pay-3' \gset
-SELECT idem_record_point('rp-old', 'pay-3', :old_fence, 'charged');
+SELECT idem_save_point('rp-old', 'pay-3', 'charged', NULL, :old_fence);
 ALTER TABLE public.rp_old ADD COLUMN recovery_state jsonb;
-SELECT idem_record_point('rp-old', 'pay-3', :old_fence, 'charged', '{"charge_id": "ch_3"}') > now() AS recorded;
+SELECT idem_save_point('rp-old', 'pay-3', 'charged', '{"charge_id": "ch_3"}', :old_fence) > now() AS recorded;
 UPDATE public.rp_old SET updated_at = now() - interval '2 hours';
 SELECT kind, attempt, takeover, recovery_point, recovery_state FROM idem_begin('rp-old', 'pay-3', '{"amount": 3}');
 -- A record with a recovery point is not forgotten (idem_fail_transient):
@@ -161,10 +161,15 @@ ALTER TABLE public.rp_old ALTER COLUMN recovery_point DROP DEFAULT;
 -- new table.
 ALTER TABLE public.rp_old DROP COLUMN recovery_state, ADD COLUMN note text;
 SELECT fence AS old_fence FROM public.rp_old WHERE key_value = 'pay-3' \gset
-SELECT idem_record_point('rp-old', 'pay-3', :old_fence, 'charged');
+SELECT idem_save_point('rp-old', 'pay-3', 'charged', NULL, :old_fence);
 DELETE FROM public.rp_old;
 SELECT idem_bind_store('rp-old', NULL);
 SELECT idem_namespace_drop('rp-old');
 DROP TABLE public.rp_old;
+-- 0.9's name, deprecated since 1.0.0 (the fence third), works as it did.
+SELECT fence AS dep_fence FROM idem_begin('rp', 'pay-dep', '{"n": 1}') \gset
+SELECT idem_record_point('rp', 'pay-dep', :dep_fence, 'charged', '{"charge_id": "ch_d"}') > now() AS recorded_by_the_old_name;
+SELECT recovery_point, recovery_state FROM idempotency_record WHERE namespace = 'rp' AND key_value = 'pay-dep';
+SELECT obj_description('idem_record_point(text,text,bigint,text,jsonb)'::regprocedure) AS deprecated;
 DELETE FROM idempotency_record;
 SELECT idem_namespace_drop('rp');

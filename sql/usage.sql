@@ -256,7 +256,7 @@ FROM idempotency.idem_begin('rides', 'ride-42', '{"from": "A", "to": "B"}') WHER
 INSERT INTO provider_charges VALUES ('ride-42', 'ch_001') ON CONFLICT DO NOTHING;
 
 -- Phase 3, a transaction: record the charge with the claim's fence.
-SELECT idempotency.idem_record_point('rides', 'ride-42', fence, 'charged', '{"charge_id": "ch_001"}') > now() AS recorded
+SELECT idempotency.idem_save_point('rides', 'ride-42', 'charged', '{"charge_id": "ch_001"}', fence) > now() AS recorded
 FROM ride_attempts WHERE attempt = 1;
 
 -- ... and the process dies before phase 4. A retry that comes while its

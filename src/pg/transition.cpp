@@ -497,21 +497,34 @@ text* point_arg(FunctionCallInfo fcinfo, int argno) {
   return point;
 }
 
+// Where a heartbeat's arguments are: idem_extend_lease(namespace, key,
+// fence), 0.9's idem_record_point(namespace, key, fence, point, state), and
+// 1.0's idem_save_point(namespace, key, point, state, fence), which puts the
+// fence last as every other call does. point < 0: a heartbeat alone.
+struct Heartbeat {
+  const char* function;
+  int fence, point, state;
+};
+constexpr Heartbeat extend_lease_args{"idem_extend_lease", 2, -1, -1};
+constexpr Heartbeat record_point_args{"idem_record_point", 2, 3, 4};
+constexpr Heartbeat save_point_args{"idem_save_point", 4, 2, 3};
+
 // Moves the lease of the caller's claim on: the in_progress record keeps its
-// fence and attempt, and its lease runs again from now. With recording, it
-// records the recovery point (argument 3) and its state (argument 4, NULL
-// for none) too. Returns the new end of the lease.
-TimestampTz extend(FunctionCallInfo fcinfo, bool recording) {
-  const char* function = recording ? "idem_record_point" : "idem_extend_lease";
+// fence and attempt, and its lease runs again from now. With a point, it
+// records the recovery point and its state (NULL for none) too. Returns the
+// new end of the lease.
+TimestampTz extend(FunctionCallInfo fcinfo, const Heartbeat& args) {
+  const bool recording = args.point >= 0;
+  const char* function = args.function;
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
-  if (PG_ARGISNULL(2))
+  if (PG_ARGISNULL(args.fence))
     throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency fence must not be null",
                       std::string(function) + " acts for the claim that drew the fence: pass the fence idem_begin "
                       "answered with fresh.");
-  const pg::Claim proof = proof_arg(fcinfo, 2, true);
-  text* point = recording ? point_arg(fcinfo, 3) : nullptr;
-  Jsonb* state = recording && !PG_ARGISNULL(4) ? PG_GETARG_JSONB_P(4) : nullptr;
+  const pg::Claim proof = proof_arg(fcinfo, args.fence, true);
+  text* point = recording ? point_arg(fcinfo, args.point) : nullptr;
+  Jsonb* state = recording && !PG_ARGISNULL(args.state) ? PG_GETARG_JSONB_P(args.state) : nullptr;
   const pg::Policy policy = pg::authorize(ns);
   // On a store Citus distributes, only on the node of the key's shard (its
   // entry point, <table>_extend_lease or <table>_record_point: open_store).
@@ -569,11 +582,13 @@ TimestampTz extend(FunctionCallInfo fcinfo, bool recording) {
 
 // A holder's heartbeat (0.7.0): its claim under a lease is not taken over
 // while it keeps calling this within the lease.
-IDEM_FUNCTION(idem_extend_lease) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, false)); }
+IDEM_FUNCTION(idem_extend_lease) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, extend_lease_args)); }
 
-// A holder's recovery point (0.8.0): how far its work got, which a begin
-// that takes the claim over answers, and a heartbeat too.
-IDEM_FUNCTION(idem_record_point) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, true)); }
+// A holder's recovery point (1.0.0; 0.8.0's idem_record_point, with the
+// fence last): how far its work got, which a begin that takes the claim
+// over answers, and a heartbeat too.
+IDEM_FUNCTION(idem_save_point) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, save_point_args)); }
+IDEM_FUNCTION(idem_record_point) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, record_point_args)); }
 
 // The 0.5.0 entry points take a fence (bigint); the 0.2.0 to 0.4.1
 // definitions, which a schema not yet updated still has, take an attempt

@@ -25,8 +25,8 @@ one database transaction: it is the recovery-point recipe of docs/usage.md
      an earlier attempt may have (a takeover), the claim is kept: 503 with
      Retry-After until its lease ends, when the retry takes it over and
      calls the provider again with the same key.
-  3. Record the charge (a transaction): idem_record_point(..., 'charged',
-     {"charge_id": ...}) with the claim's fence.
+  3. Record the charge (a transaction): idem_save_point(..., 'charged',
+     {"charge_id": ...}, fence) with the claim's fence.
   4. Finish (a transaction): a heartbeat (idem_extend_lease) checks the
      fence and holds the record, then the payment row and the response
      (idem_commit, fenced) commit together.
@@ -225,8 +225,8 @@ def create_payment(conn, header, raw_body):
         crash_point("called")
         # 3. Record the charge with the claim's fence.
         with conn.transaction():
-            conn.execute("SELECT idempotency.idem_record_point(%s, %s, %s, 'charged', %s)",
-                         (NAMESPACE, key, fence, Jsonb({"charge_id": charge_id})))
+            conn.execute("SELECT idempotency.idem_save_point(%s, %s, 'charged', %s, %s)",
+                         (NAMESPACE, key, Jsonb({"charge_id": charge_id}), fence))
             crash_point("recording")
         crash_point("charged")
     # 4. Finish: the payment row and the recorded response commit together.
