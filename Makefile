@@ -12,7 +12,11 @@
 
 EXTENSION = idempotency
 MODULE_big = idempotency
-DATA = $(wildcard idempotency--*.sql)
+# The current release's install and update scripts are assembled from the
+# SQL sources (src/sql, written once for both editions); earlier releases'
+# scripts are kept as they shipped.
+DATA_built = idempotency--1.0.0.sql idempotency--0.9.2--1.0.0.sql
+DATA = $(filter-out $(DATA_built),$(wildcard idempotency--*.sql))
 
 CORE_SRCS = $(wildcard src/core/*.cpp)
 PG_SRCS = $(wildcard src/pg/*.cpp)
@@ -43,6 +47,12 @@ override with_llvm = no
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+SQL_SOURCES = $(wildcard src/sql/*.sql src/sql/update/*.sql) src/sql/assemble
+idempotency--1.0.0.sql: src/sql/install.native $(SQL_SOURCES)
+	src/sql/assemble $< 1.0.0 >$@
+idempotency--0.9.2--1.0.0.sql: src/sql/update/0.9.2--1.0.0.native $(SQL_SOURCES)
+	src/sql/assemble $< 1.0.0 0.9.2 >$@
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes.
 $(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp)

@@ -114,7 +114,8 @@ SELECT namespace, key_value, status, attempt FROM idempotency_record WHERE names
 -- fence, the registry settings, max_batches) take NULL as "the default".
 -------------------------------------------------------------------------------
 SELECT p.oid::regprocedure || CASE WHEN p.proisstrict THEN ' STRICT' ELSE '' END
-FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace ORDER BY p.proname, 1;
+FROM pg_proc p WHERE p.pronamespace IN ('idempotency'::regnamespace, 'idempotency_internal'::regnamespace)
+ORDER BY p.pronamespace::regnamespace::text, p.proname, 1;
 
 -- idem_begin(namespace, key, request, replay_window)
 SELECT pg_temp.bad_input($$SELECT kind FROM idem_begin(NULL, 'k', '{}')$$);
@@ -176,7 +177,7 @@ SELECT pg_temp.bad_input($$SELECT idem_lock_namespace(NULL)$$);
 SELECT pg_temp.bad_input($$SELECT idem_http_problem(422, 'C', 'd', NULL) ->> 'type'$$);
 -- idem_namespace_changed(), idem_stats_counters() and idem_stats_reset()
 -- take no argument; the trigger function cannot be called.
-SELECT pg_temp.bad_input($$SELECT idem_namespace_changed()$$);
+SELECT pg_temp.bad_input($$SELECT idempotency_internal.idem_namespace_changed()$$);
 -- idem_mint(namespace, parts)
 SELECT pg_temp.bad_input($$SELECT idem_mint(NULL, ARRAY['a'])$$);
 SELECT pg_temp.bad_input($$SELECT idem_mint('badin', NULL)$$);
@@ -208,14 +209,14 @@ SELECT pg_temp.bad_input($$SELECT idem_revoke('badin', NULL)$$);
 -- idem_shape_mismatch(value, typ, path): the helper of idem_result, which
 -- PUBLIC may call. A NULL typ, or an OID that is no type, is an error (a
 -- statement_timeout guards against the endless loop these once were).
-SELECT pg_temp.bad_input($$SELECT idem_shape_mismatch(NULL, 'integer', '$')$$);
+SELECT pg_temp.bad_input($$SELECT idempotency_internal.idem_shape_mismatch(NULL, 'integer', '$')$$);
 SET statement_timeout = '5s';
-SELECT pg_temp.bad_input($$SELECT idem_shape_mismatch('{"a": 1}', NULL, '$')$$);
-SELECT pg_temp.bad_input($$SELECT idem_shape_mismatch('{"a": 1}', 99999::oid::regtype, '$')$$);
+SELECT pg_temp.bad_input($$SELECT idempotency_internal.idem_shape_mismatch('{"a": 1}', NULL, '$')$$);
+SELECT pg_temp.bad_input($$SELECT idempotency_internal.idem_shape_mismatch('{"a": 1}', 99999::oid::regtype, '$')$$);
 RESET statement_timeout;
-SELECT pg_temp.bad_input($$SELECT idem_shape_mismatch('{"a": 1}', 'integer', NULL)$$);
+SELECT pg_temp.bad_input($$SELECT idempotency_internal.idem_shape_mismatch('{"a": 1}', 'integer', NULL)$$);
 -- idem_stats_count_purged(rows), the purge's internal counter
-SELECT pg_temp.bad_input($$SELECT idem_stats_count_purged(NULL)$$);
+SELECT pg_temp.bad_input($$SELECT idempotency_internal.idem_stats_count_purged(NULL)$$);
 
 -------------------------------------------------------------------------------
 -- Invalid namespaces: every function that takes a namespace gives the same

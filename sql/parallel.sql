@@ -7,7 +7,7 @@
 SELECT p.oid::regprocedure AS parallel_safe, l.lanname AS language,
        p.prosrc ~* '\mexception\s+when\M' AS has_exception_block
 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
-WHERE p.pronamespace = 'idempotency'::regnamespace AND p.proparallel = 's'
+WHERE p.pronamespace IN ('idempotency'::regnamespace, 'idempotency_internal'::regnamespace) AND p.proparallel = 's'
 ORDER BY p.oid::regprocedure::text;
 
 -- (Not a temporary table: those are never read by workers.)
@@ -27,14 +27,14 @@ SELECT g,
        idem_parse('parallel', ' k' || g || ' ') AS parse,
        idem_canonical(jsonb_build_object('b', g, 'a', 1)) AS canonical,
        octet_length(idem_request_hash(jsonb_build_object('g', g))) AS hash_bytes,
-       idem_shape_mismatch(jsonb_build_object('g', g), 'integer') AS shape,
+       idempotency_internal.idem_shape_mismatch(jsonb_build_object('g', g), 'integer') AS shape,
        (idem_header_key('parallel', '"k' || g || '"')).key AS header_key,
        (idem_http_key('parallel', '"k' || g)).status AS bad_header_status,
        idem_http_problem(400, 'C' || g, 'd') ->> 'code' AS problem,
        (idem_http_response(jsonb_populate_record(NULL::idem_outcome, '{"kind": "in_flight"}'), g)).status AS in_flight,
        (idem_stats_counters()).counters_on AS counters,
-       idem_stats_count_purged(0) IS NULL AS counted,
-       (idem_store_problem('parallel_inputs'::regclass)).problem IS NOT NULL AS not_a_store,
+       idempotency_internal.idem_stats_count_purged(0) IS NULL AS counted,
+       (idempotency_internal.idem_store_problem('parallel_inputs'::regclass)).problem IS NOT NULL AS not_a_store,
        idem_store_distribution('parallel_inputs'::regclass) IS NULL AS not_distributed
 FROM parallel_inputs ORDER BY g;
 RESET parallel_setup_cost;

@@ -185,13 +185,13 @@ SELECT count(*) AS grants_left FROM idem_namespace_grant WHERE namespace = 'orde
 
 -- Administration is the owner's: PUBLIC may not call it.
 SELECT p.proname, has_function_privilege('regress_idem_app', p.oid, 'EXECUTE') AS app_may_call
-FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace
+FROM pg_proc p WHERE p.pronamespace IN ('idempotency'::regnamespace, 'idempotency_internal'::regnamespace)
   AND p.proname IN ('idem_namespace_configure', 'idem_namespace_drop', 'idem_grant', 'idem_revoke',
                     'idem_purge', 'idem_purge_batches', 'idem_namespace_changed', 'idem_lock_namespace')
 ORDER BY 1;
 SELECT has_table_privilege('regress_idem_app', 'idem_namespaces', 'SELECT') AS app_reads_registry,
        has_table_privilege('pg_monitor', 'idem_namespaces', 'SELECT') AS monitor_reads_registry;
-SELECT idem_namespace_changed();
+SELECT idempotency_internal.idem_namespace_changed();
 
 DELETE FROM idempotency_record;
 DELETE FROM idem_namespace_config;

@@ -1,11 +1,11 @@
--- settings: no setting of the store's is taken from a session. SET, SET
--- LOCAL, set_config() and a function's SET clause are refused (55P02) for
--- replay_window, in_flight_wait, store_request, max_payload_bytes and
--- require_registered_namespace, because a session's value outlives its
--- transaction and would reach the next client of a pooled connection; a
--- superuser sets them in postgresql.conf or for a database or role, and a
--- call passes replay_window and in_flight_wait as arguments.
--- in_progress_lease is server-wide (postgresql.conf, ALTER SYSTEM).
+-- settings: one source per setting (1.0.0). A namespace's settings come
+-- from the registry, and those of namespaces that set none from
+-- idem_defaults (idem_namespace_defaults); a call passes replay_window and
+-- in_flight_wait, which may only narrow what its namespace allows. The
+-- server settings that said the defaults until 0.9 still exist for a 0.9
+-- schema not yet updated, and still refuse a session (55P02: a session's
+-- value outlives its transaction and would reach the next client of a
+-- pooled connection), but a 1.0 schema reads none of them.
 -- track_counters, which shapes only the counters, stays settable.
 DELETE FROM idempotency_record;
 DELETE FROM idem_namespace_config;
@@ -40,29 +40,45 @@ DROP ROLE regress_idem_settings;
 SELECT current_database() AS db \gset
 ALTER DATABASE :"db" SET idempotency.in_progress_lease = '5min';
 
--- What a superuser sets for the database reaches the database's new
--- sessions, and every record they write.
+-- What a superuser sets for the database no longer reaches a record: the
+-- defaults are the registry's.
 ALTER DATABASE :"db" SET idempotency.replay_window = '2h';
 ALTER DATABASE :"db" SET idempotency.store_request = off;
-ALTER DATABASE :"db" SET idempotency.max_payload_bytes = 64;
-ALTER DATABASE :"db" SET idempotency.require_registered_namespace = on;
-ALTER DATABASE :"db" SET idempotency.in_flight_wait = '10ms';
 \c
 LOAD 'idempotency';
-SELECT name, setting, source FROM pg_settings
-WHERE name LIKE 'idempotency.%' AND name <> 'idempotency.track_counters' ORDER BY name;
 BEGIN;
 SELECT kind FROM idem_begin('settings', 'by-database', '{"card": "4111"}');
 SELECT idem_commit('settings', 'by-database', '{}');
 COMMIT;
 SELECT key_value, expires_at - created_at AS replay_window, request_payload IS NULL AS request_dropped
 FROM idempotency_record WHERE namespace = 'settings';
+
+-- idem_namespace_defaults sets them, for every namespace that sets none.
+SELECT replay_window, in_progress_lease, store_request, max_payload_bytes, in_flight_wait, require_registered
+FROM idem_namespace_defaults(replay_window => '2h', store_request => false, max_payload_bytes => 64,
+                             in_flight_wait => '10ms', require_registered => true);
+BEGIN;
+SELECT kind FROM idem_begin('settings', 'by-defaults', '{"card": "4111"}');
+SELECT idem_commit('settings', 'by-defaults', '{}');
+COMMIT;
+SELECT key_value, expires_at - created_at AS replay_window, request_payload IS NULL AS request_dropped
+FROM idempotency_record WHERE namespace = 'settings' AND key_value = 'by-defaults';
 SELECT kind FROM idem_begin('settings', 'large', jsonb_build_object('text', repeat('x', 100)));
 SELECT kind FROM idem_begin('unregistered', 'k', '{}');
 \echo :LAST_ERROR_SQLSTATE
+-- A NULL argument keeps the value; a bad one is refused and changes nothing.
+SELECT replay_window FROM idem_namespace_defaults();
+SELECT idem_namespace_defaults(replay_window => '-1 hour');
+SELECT idem_namespace_defaults(in_progress_lease => '100 years');
+SELECT idem_namespace_defaults(max_payload_bytes => 0);
+SELECT idem_namespace_defaults(in_flight_wait => '25 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT replay_window, store_request, max_payload_bytes FROM idem_defaults;
+SELECT replay_window FROM idem_namespace_defaults(replay_window => '24h', store_request => true,
+    max_payload_bytes => 16777216, in_flight_wait => '0', require_registered => false);
 
 -- A session that set a value before the library was loaded gets a warning
--- when it loads, and the database's value.
+-- when it loads, and the database's value (which a 1.0 schema reads no more).
 \c
 SET idempotency.replay_window = '1s';
 BEGIN;
@@ -72,16 +88,11 @@ ROLLBACK;
 
 ALTER DATABASE :"db" RESET idempotency.replay_window;
 ALTER DATABASE :"db" RESET idempotency.store_request;
-ALTER DATABASE :"db" RESET idempotency.max_payload_bytes;
-ALTER DATABASE :"db" RESET idempotency.require_registered_namespace;
-ALTER DATABASE :"db" RESET idempotency.in_flight_wait;
 \c
 
--- idem_namespace_configure reads store_request once the library is loaded:
--- a value the session set before is refused then, and the namespace's
--- requests are kept (switching store_request off would remove them). A value
--- only SET in the session hid no configured one, so the session goes on
--- (a connection option's does hide it: test/t/008 shows the refusal).
+-- idem_namespace_configure reads the default store_request from
+-- idem_defaults: a value the session SET is refused, and the namespace's
+-- requests are kept (switching store_request off would remove them).
 SELECT namespace FROM idem_namespace_configure('kept', store_request => NULL);
 BEGIN;
 SELECT kind FROM idem_begin('kept', 'k-1', '{"card": "4111"}');

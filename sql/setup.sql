@@ -22,6 +22,8 @@ SELECT m.object, concat_ws(E'\n',
             FROM pg_type t WHERE t.oid = m.objid)
     WHEN 'pg_class'::regclass THEN (SELECT format('%s acl=%s options=%s', c.relkind, coalesce(c.relacl::text, '-'), c.reloptions)
             FROM pg_class c WHERE c.oid = m.objid)
+    WHEN 'pg_namespace'::regclass THEN (SELECT format('schema owner=%s acl=%s', n.nspowner::regrole, coalesce(n.nspacl::text, '-'))
+            FROM pg_namespace n WHERE n.oid = m.objid)
     END,
     (SELECT string_agg(format('column %s %s %s notnull=%s default=%s', a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),
                               a.attnotnull, pg_get_expr(ad.adbin, ad.adrelid)), E'\n' ORDER BY a.attnum)
@@ -101,12 +103,13 @@ DROP FUNCTION public.extension_definition();
 SELECT extname, extversion, extnamespace::regnamespace AS schema,
        extconfig::regclass[] AS dumped_tables
 FROM pg_extension WHERE extname = 'idempotency';
--- Every function, with its volatility, strictness and parallel safety.
+-- Every function, with its volatility, strictness and parallel safety:
+-- the API's, and the plumbing's (1.0.0).
 SELECT p.oid::regprocedure AS function, p.provolatile AS volatile,
        p.proisstrict AS strict, p.proparallel AS parallel
 FROM pg_proc p
-WHERE p.pronamespace = 'idempotency'::regnamespace
-ORDER BY p.oid::regprocedure::text;
+WHERE p.pronamespace IN ('idempotency'::regnamespace, 'idempotency_internal'::regnamespace)
+ORDER BY p.pronamespace::regnamespace::text, p.oid::regprocedure::text;
 -- The table: no privileges for PUBLIC; applications use the functions.
 SELECT relname, relacl IS NULL OR NOT aclcontains(relacl, makeaclitem(0, relowner, 'SELECT', false)) AS public_cannot_read
 FROM pg_class WHERE oid = 'idempotency.idempotency_record'::regclass;

@@ -182,7 +182,7 @@ COMMIT;
 SET ROLE regress_idem_evil;
 ALTER TABLE evil.store SET UNLOGGED;
 RESET ROLE;
-SELECT problem FROM idem_store_problem('evil.store');
+SELECT problem FROM idempotency_internal.idem_store_problem('evil.store');
 SELECT idem_bind_store('evil-ns', NULL);
 SET ROLE regress_idem_evil;
 DELETE FROM evil.store;

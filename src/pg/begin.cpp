@@ -183,24 +183,19 @@ bool too_long(const Interval& w) {
 
 const char* interval_text(Interval* w) { return DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(w))); }
 
-// The replay window: the argument, the namespace's, or
-// idempotency.replay_window. An argument must be positive in every field,
+// The replay window: the argument, the namespace's, or the defaults'. An
+// argument must be positive in every field,
 // so that expires_at lies after created_at, under 10,000 years (the registry
 // checks its own), and no longer than the namespace's configured window,
 // which is a limit the caller cannot lift.
 Interval* replay_window(FunctionCallInfo fcinfo, int argno, const pg::Policy& policy, const text* ns) {
   auto* configured = static_cast<Interval*>(palloc(sizeof(Interval)));
-  if (policy.has_replay_window) *configured = policy.replay_window;
-  if (PG_ARGISNULL(argno) && policy.has_replay_window) {
-    if (too_long(*configured))  // configured by 0.4.0, which had no upper bound
+  *configured = policy.replay_window;
+  if (PG_ARGISNULL(argno)) {
+    if (policy.has_replay_window && too_long(*configured))  // configured by 0.4.0, which had no upper bound
       throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency replay window",
                         "The namespace's replay_window is 10000 years or more; configure one under 10000 years.");
     return configured;
-  }
-  if (PG_ARGISNULL(argno)) {
-    auto* w = static_cast<Interval*>(palloc0(sizeof(Interval)));
-    w->time = static_cast<int64>(pg::replay_window_seconds) * USECS_PER_SEC;
-    return w;
   }
   Interval* w = PG_GETARG_INTERVAL_P(argno);
   if (w->month < 0 || w->day < 0 || w->time < 0 || (w->month == 0 && w->day == 0 && w->time == 0) ||
@@ -225,12 +220,12 @@ Interval* replay_window(FunctionCallInfo fcinfo, int argno, const pg::Policy& po
 }
 
 // How long this call waits for a concurrent holder, in milliseconds: the
-// argument (0.6.0's idem_begin has one), else idempotency.in_flight_wait.
+// argument (0.6.0's idem_begin has one), else the defaults'.
 // An argument must be zero or more in every field and at most what the
 // setting allows (INT_MAX milliseconds, 24.8 days); days count 24 hours and
 // months 30 days, as a lease does.
-int64 in_flight_wait_ms(FunctionCallInfo fcinfo, int argno) {
-  if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return pg::in_flight_wait_ms;
+int64 in_flight_wait_ms(FunctionCallInfo fcinfo, int argno, const pg::Policy& policy) {
+  if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return policy.in_flight_wait_ms;
   Interval* w = PG_GETARG_INTERVAL_P(argno);
   const double ms = (w->month * static_cast<double>(DAYS_PER_MONTH) + w->day) * (USECS_PER_DAY / 1000.0) +
                     static_cast<double>(w->time) / 1000.0;
@@ -476,7 +471,7 @@ Outcome begin_key(FunctionCallInfo fcinfo, text* ns, text* given_key, Jsonb* req
     // arguments), so that every error is the one it was.
     submitted = looked != nullptr ? looked->hash
                                   : PointerGetDatum(pg::request_hash_bytea(&request->root, policy.ignore));
-    wait_ms = batch_wait != nullptr ? batch_wait->ms : in_flight_wait_ms(fcinfo, 4);
+    wait_ms = batch_wait != nullptr ? batch_wait->ms : in_flight_wait_ms(fcinfo, 4, policy);
     opened_for = InvalidOid, opened_hashed = false;
     if (looked == nullptr) {
       opened = pg::open_store(ns, policy.store, table_lock, pg::Call{a.key, policy.hash_keys, names.entry_point});
@@ -856,7 +851,7 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
   // again under the namespace's lock before the keys that need it.
   const pg::Policy policy = pg::authorize(ns);
   check_batch(fcinfo, ns, policy, n, b.requests, nullptr);
-  const int64 wait_ms = in_flight_wait_ms(fcinfo, 4);
+  const int64 wait_ms = in_flight_wait_ms(fcinfo, 4, policy);
   const Wait wait{wait_ms, wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0};
 
   // The order in which the keys are begun: by their bytes, then by position.
@@ -920,6 +915,13 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
 }
 
 }  // namespace
+
+// idem_begin_batch and idem_begin as 1.0.0 declares them: the defaults come
+// from idem_defaults and the lock secret from idempotency_internal, which no
+// older library reads, so that a session still running one is refused
+// after the update rather than begin under the old defaults and lock tags.
+IDEM_FUNCTION(idem_begin_batch_1_0) { return begin_batch(fcinfo); }
+IDEM_FUNCTION(idem_begin_1_0) { return begin(fcinfo); }
 
 // idem_begin_batch as 0.9.0 declares it: requests fingerprinted without
 // what the namespace's pointers name. A library older than 0.9.0 has no

@@ -29,7 +29,7 @@ namespace {
 struct Relations {
   Oid table = InvalidOid;
   Oid pkey = InvalidOid;
-  Registry registry = {false, false, false, InvalidOid, InvalidOid, InvalidOid};
+  Registry registry = {false, false, false, InvalidOid, InvalidOid, InvalidOid, InvalidOid};
   Oid secret_table = InvalidOid;  // idem_lock_secret (0.5.0)
   bool has_secret = false;
   uint8 secret[lock_secret_size] = {};
@@ -45,7 +45,7 @@ uint64 generation = 0;
 void forget_relations(Datum, Oid relid) noexcept {
   ++generation;
   if (relid == InvalidOid || relid == cached.table || relid == cached.pkey || relid == cached.registry.config ||
-      relid == cached.registry.grant || relid == cached.secret_table)
+      relid == cached.registry.grant || relid == cached.registry.defaults || relid == cached.secret_table)
     cached = Relations{};
 }
 
@@ -121,8 +121,12 @@ Relations look_up(bool& consistent) {
                           "wrongly.",
                       "Keep the store's tables out of Citus; docs/scale-out.md says how to recover them.");
   }
+  r.registry.defaults = get_relname_relid("idem_defaults", schema);
   r.registry.owner = owner_of(r.table);
-  r.secret_table = get_relname_relid("idem_lock_secret", schema);
+  // 1.0.0 keeps the secret with the rest of the plumbing; 0.5.0 to 0.9 in the schema itself.
+  const Oid internal = get_namespace_oid("idempotency_internal", true);
+  r.secret_table = OidIsValid(internal) ? get_relname_relid("idem_lock_secret", internal) : InvalidOid;
+  if (!OidIsValid(r.secret_table)) r.secret_table = get_relname_relid("idem_lock_secret", schema);
   r.fenced = OidIsValid(r.secret_table) && get_attnum(r.table, "fence") == 12;
   r.has_secret = OidIsValid(r.secret_table) && read_secret(r.secret_table, r.secret);  // may accept invalidations
   return r;

@@ -1,7 +1,8 @@
 // extension.hpp: the extension's own relations as this backend sees them:
 // its record table and that table's primary key, the namespace registry,
 // the lock secret, and what the installed schema has (0.3.0's has no
-// registry, 0.4's no fence, 0.5.0's no store binding). Looked up once per
+// registry, 0.4's no fence, 0.5.0's no store binding, 0.9's no defaults
+// table; from 1.0.0 the lock secret is in idempotency_internal). Looked up once per
 // backend and again after any invalidation that concerns them.
 #pragma once
 
@@ -21,9 +22,10 @@ struct Registry {
   bool installed;
   bool binds;
   bool fingerprints;  // 0.9.0 or later: idem_namespace_config.fingerprint_ignore
-  Oid owner;   // owner of idempotency_record: the registry is read, and its table written, as this role
-  Oid config;  // idem_namespace_config
-  Oid grant;   // idem_namespace_grant
+  Oid owner;     // owner of idempotency_record: the registry is read, and its table written, as this role
+  Oid config;    // idem_namespace_config
+  Oid grant;     // idem_namespace_grant
+  Oid defaults;  // idem_defaults (1.0.0): the settings of namespaces that set none; InvalidOid before
 };
 Registry registry();
 

@@ -91,7 +91,14 @@ Row state_of(const text* ns, const text* key, const text* given_key, const pg::P
 // request hash. The install script grants it to no one but the extension's
 // owner: it names the backends working on a key. A store Citus distributes
 // is refused: its rows and locks are on the node of the key's shard.
-IDEM_FUNCTION(idem_key_state) {
+static Datum idem_key_state_common(FunctionCallInfo fcinfo);
+
+// 1.0.0 declares it with a new symbol: an older library computes the key's
+// lock tag with another secret, so a session still running one is refused
+// after the update.
+IDEM_FUNCTION(idem_key_state_1_0) { return idem_key_state_common(fcinfo); }
+IDEM_FUNCTION(idem_key_state) { return idem_key_state_common(fcinfo); }
+static Datum idem_key_state_common(FunctionCallInfo fcinfo) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   const pg::Policy policy = pg::authorize(ns);

@@ -67,13 +67,18 @@ MemoryContext cache_context = nullptr;
 HTAB* cache = nullptr;
 Oid cached_config = InvalidOid;  // the registry tables the cache was filled from
 Oid cached_grant = InvalidOid;
+Oid cached_defaults_table = InvalidOid;
+bool defaults_cached = false;
+Defaults cached_defaults{};
 // Bumped by every invalidation that may concern the registry: an entry read
 // while it changed may predate a commit whose invalidation is already spent.
 uint64 generation = 0;
 
 void forget_policies(Datum, Oid relid) noexcept {
-  if (relid != InvalidOid && relid != cached_config && relid != cached_grant) return;
+  if (relid != InvalidOid && relid != cached_config && relid != cached_grant && relid != cached_defaults_table)
+    return;
   ++generation;
+  defaults_cached = false;
   if (cache == nullptr) return;
   cache = nullptr;
   MemoryContextReset(cache_context);
@@ -150,6 +155,55 @@ Statement touch_namespace = {
     {TEXTOID},
     nullptr};
 
+// An interval as a length of time in microseconds, counted as
+// extract(epoch) counts it (idem_purge does): days of 24 hours, months of 30
+// days, years of 365.25 days.
+int64 length_us(const Interval* i) {
+  return i->time + static_cast<int64>(i->day) * USECS_PER_DAY +
+         static_cast<int64>(i->month / MONTHS_PER_YEAR) * SECS_PER_YEAR * USECS_PER_SEC +
+         static_cast<int64>(i->month % MONTHS_PER_YEAR) * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
+// The defaults as a 0.9 schema had them: the server settings.
+Defaults defaults_from_settings() {
+  Defaults d{};
+  d.replay_window.time = static_cast<int64>(replay_window_seconds) * USECS_PER_SEC;
+  d.lease_us = static_cast<int64>(in_progress_lease_seconds) * USECS_PER_SEC;
+  d.store_request = store_request_default;
+  d.max_payload_bytes = max_payload_bytes;
+  d.in_flight_wait_ms = in_flight_wait_ms;
+  d.require_registered = require_registered_namespace;
+  return d;
+}
+
+// The row of idem_defaults (1.0.0), read as the registry is (latest
+// snapshot, as the extension's owner); the built-in defaults if someone
+// deleted it.
+Statement read_defaults = {
+    "SELECT d.replay_window, d.in_progress_lease, d.store_request, d.max_payload_bytes, d.in_flight_wait,"
+    " d.require_registered FROM idempotency.idem_defaults d",
+    0,
+    {},
+    nullptr,
+    true};
+
+Defaults load_defaults() {
+  Defaults d{};
+  d.replay_window.time = USECS_PER_DAY;
+  d.store_request = true;
+  d.max_payload_bytes = 16 * 1024 * 1024;
+  Datum row[6];
+  bool nulls[6] = {true, true, true, true, true, true};
+  if (execute(read_defaults, nullptr, "", row, nulls) == 0) return d;
+  if (!nulls[0]) d.replay_window = *DatumGetIntervalP(row[0]);
+  if (!nulls[1]) d.lease_us = length_us(DatumGetIntervalP(row[1]));
+  if (!nulls[2]) d.store_request = DatumGetBool(row[2]);
+  if (!nulls[3]) d.max_payload_bytes = DatumGetInt32(row[3]);
+  if (!nulls[4]) d.in_flight_wait_ms = length_us(DatumGetIntervalP(row[4])) / 1000;
+  if (!nulls[5]) d.require_registered = DatumGetBool(row[5]);
+  return d;
+}
+
 // Fills e from the registry; e->name is set. The grantees are palloc'd in
 // the current memory context.
 void load(Entry* e, const text* ns, const Registry& r) {
@@ -170,13 +224,8 @@ void load(Entry* e, const text* ns, const Registry& r) {
   e->registered = true;
   if (!nulls[0]) e->has_replay_window = true, e->replay_window = *DatumGetIntervalP(row[0]);
   if (!nulls[1]) {
-    const Interval* lease = DatumGetIntervalP(row[1]);
     e->has_lease = true;
-    // A length of time, counted as extract(epoch) counts it (idem_purge
-    // does): days of 24 hours, months of 30 days, years of 365.25 days.
-    e->lease_us = lease->time + static_cast<int64>(lease->day) * USECS_PER_DAY +
-                  static_cast<int64>(lease->month / MONTHS_PER_YEAR) * SECS_PER_YEAR * USECS_PER_SEC +
-                  static_cast<int64>(lease->month % MONTHS_PER_YEAR) * DAYS_PER_MONTH * USECS_PER_DAY;
+    e->lease_us = length_us(DatumGetIntervalP(row[1]));
   }
   if (!nulls[2]) e->has_store_request = true, e->store_request = DatumGetBool(row[2]);
   e->hash_keys = DatumGetBool(row[3]);
@@ -277,6 +326,23 @@ void key_hex(const text* key, char (&hex)[65]) {
 
 }  // namespace
 
+Defaults namespace_defaults() {
+  const Registry r = registry();
+  if (!OidIsValid(r.defaults)) return defaults_from_settings();
+  if (defaults_cached && cached_defaults_table == r.defaults) return cached_defaults;
+  // As a namespace's entry is loaded (lookup): locked first, read with a
+  // newer snapshot, cached only if no invalidation came meanwhile.
+  LockRelationOid(r.defaults, AccessShareLock);
+  const uint64 read_at = generation;
+  const Defaults d = load_defaults();
+  if (generation == read_at) {
+    cached_defaults = d;
+    cached_defaults_table = r.defaults;
+    defaults_cached = true;
+  }
+  return d;
+}
+
 Policy authorize(const text* ns) {
   require_trusted_settings();
   // A grant revoked by a transaction that has committed holds for no later
@@ -284,12 +350,12 @@ Policy authorize(const text* ns) {
   AcceptInvalidationMessages();
   const Registry r = registry();
   Policy p{};
-  p.store_request = store_request_default;
-  p.lease_us = static_cast<int64>(in_progress_lease_seconds) * USECS_PER_SEC;
-  p.max_payload_bytes = max_payload_bytes;
   if (!r.installed) {  // a 0.3.0 schema with this library: the table's privileges decide, as in 0.3.0
-    p.lease_us = 0;
+    const Defaults d = defaults_from_settings();
     p.store_request = true;
+    p.replay_window = d.replay_window;
+    p.max_payload_bytes = d.max_payload_bytes;
+    p.in_flight_wait_ms = d.in_flight_wait_ms;
     return p;
   }
   const Entry e = lookup(ns, r);
@@ -297,10 +363,20 @@ Policy authorize(const text* ns) {
     throw core::Error(core::sqlstate::insufficient_privilege,
                       "permission denied for idempotency namespace \"" + string_of(ns) + "\"",
                       "The namespace's administrator grants it with idem_grant(namespace, role).");
-  if (!e.registered && require_registered_namespace)
+  const Defaults d = namespace_defaults();
+  if (!e.registered && d.require_registered)
     throw core::Error(core::sqlstate::undefined_object,
                       "idempotency namespace \"" + string_of(ns) + "\" is not registered",
-                      "idempotency.require_registered_namespace is on; register it with idem_namespace_configure.");
+                      OidIsValid(r.defaults)
+                          ? "The defaults require registered namespaces (idem_namespace_defaults); register it with "
+                            "idem_namespace_configure."
+                          : "idempotency.require_registered_namespace is on; register it with "
+                            "idem_namespace_configure.");
+  p.store_request = d.store_request;
+  p.replay_window = d.replay_window;
+  p.lease_us = d.lease_us;
+  p.max_payload_bytes = d.max_payload_bytes;
+  p.in_flight_wait_ms = d.in_flight_wait_ms;
   p.registered = e.registered;
   p.hash_keys = e.hash_keys;
   if (e.has_store_request) p.store_request = e.store_request;
@@ -355,7 +431,7 @@ void check_payload_size(const Jsonb* payload, const char* what, const text* ns, 
   throw core::Error(core::sqlstate::program_limit_exceeded, std::string("idempotency ") + what + " is too large",
                     "It is " + std::to_string(size) + " bytes as jsonb; namespace \"" + string_of(ns) +
                         "\" allows at most " + std::to_string(policy.max_payload_bytes) +
-                        " (its max_payload_bytes, or idempotency.max_payload_bytes).");
+                        " (its max_payload_bytes, or the defaults').");
 }
 
 void policies_relation_changed(Oid relid) noexcept { forget_policies(0, relid); }
@@ -386,7 +462,12 @@ IDEM_FUNCTION(idem_namespace_changed) {
 // without touching any other namespace. The statements that follow must
 // then see every record, so only READ COMMITTED, where each takes a new
 // snapshot, may call it.
-IDEM_FUNCTION(idem_lock_namespace) {
+static Datum lock_namespace_body(FunctionCallInfo fcinfo);
+// 1.0.0's symbol (the namespace's lock tag keyed with the secret in
+// idempotency_internal); 0.9's for a schema not yet updated.
+IDEM_FUNCTION(idem_lock_namespace_1_0) { return lock_namespace_body(fcinfo); }
+IDEM_FUNCTION(idem_lock_namespace) { return lock_namespace_body(fcinfo); }
+static Datum lock_namespace_body(FunctionCallInfo fcinfo) {
   text* ns = idem::pg::namespace_arg(fcinfo, 0);
   if (IsolationUsesXactSnapshot())
     throw idem::core::Error(idem::core::sqlstate::invalid_transaction_state,
@@ -414,7 +495,10 @@ IDEM_FUNCTION(idem_lock_namespace) {
 // idem_lock_namespace holds it already; under Citus this runs on every
 // node's placement of the registry. (Any other write takes nothing: a
 // delete by hand must not wait for the namespace's begins.)
-IDEM_FUNCTION(idem_namespace_config_locked) {
+static Datum config_locked_body(FunctionCallInfo fcinfo);
+IDEM_FUNCTION(idem_namespace_config_locked_1_0) { return config_locked_body(fcinfo); }
+IDEM_FUNCTION(idem_namespace_config_locked) { return config_locked_body(fcinfo); }
+static Datum config_locked_body(FunctionCallInfo fcinfo) {
   if (!CALLED_AS_TRIGGER(fcinfo))
     throw idem::core::Error(idem::core::sqlstate::object_not_in_prerequisite_state,
                             "idem_namespace_config_locked may only be called as a trigger");

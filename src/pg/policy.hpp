@@ -1,5 +1,5 @@
 // policy.hpp: what a namespace allows: its settings from the registry
-// (idem_namespace_config, falling back to the GUCs) and who may use it
+// (idem_namespace_config, falling back to idem_defaults) and who may use it
 // (idem_namespace_grant). Every store function asks here first.
 #pragma once
 
@@ -19,10 +19,11 @@ struct Policy {
   bool registered;
   bool hash_keys;
   bool store_request;
-  bool has_replay_window;  // the namespace sets one; otherwise idempotency.replay_window
-  Interval replay_window;
+  bool has_replay_window;  // the namespace sets one, a limit a call may only shorten
+  Interval replay_window;  // the namespace's, else the defaults'
   int64 lease_us;          // in_progress_lease in microseconds; 0: never taken over
   int64 max_payload_bytes;
+  int64 in_flight_wait_ms;  // how long a begin given no wait waits (the defaults')
   Oid store;               // the table the namespace is bound to; InvalidOid: the extension's own
   // The pointer set (pointers.hpp) of what its fingerprint ignores, in the
   // caller's memory context; nullptr: the whole request.
@@ -42,10 +43,23 @@ inline bool same_lookup(const Policy& a, const Policy& b) {
   return a.store == b.store && a.hash_keys == b.hash_keys && same_fingerprint(a, b);
 }
 
+// The settings of namespaces that set none: the row of idem_defaults
+// (1.0.0), or, for a 0.9 schema not yet updated, the server settings that
+// said them until then. Trivially copyable.
+struct Defaults {
+  Interval replay_window;
+  int64 lease_us;
+  bool store_request;
+  int64 max_payload_bytes;
+  int64 in_flight_wait_ms;
+  bool require_registered;
+};
+Defaults namespace_defaults();
+
 // The policy of namespace ns for the current user. Raises 42501 when the user
 // may not use the namespace (neither the store's owner, nor a member of a
 // role it was granted to), before anything about its records is read; then
-// 42704 when idempotency.require_registered_namespace is on and it is not
+// 42704 when the defaults require registered namespaces and it is not
 // registered.
 Policy authorize(const text* ns);
 

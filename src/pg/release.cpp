@@ -67,7 +67,14 @@ const pg::StoreStatement delete_record = {
 // another transaction holds, this transaction's own claim, and an
 // in_progress record whose lease runs. Counted (released_keys) and logged
 // with the roles that did it. Granted to no one but the extension's owner.
-IDEM_FUNCTION(idem_release_key) {
+static Datum idem_release_key_common(FunctionCallInfo fcinfo);
+
+// 1.0.0 declares it with a new symbol: an older library computes the key's
+// lock tag with another secret, so a session still running one is refused
+// after the update.
+IDEM_FUNCTION(idem_release_key_1_0) { return idem_release_key_common(fcinfo); }
+IDEM_FUNCTION(idem_release_key) { return idem_release_key_common(fcinfo); }
+static Datum idem_release_key_common(FunctionCallInfo fcinfo) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   (void)pg::authorize(ns);  // the grant, before the namespace's lock tag is taken

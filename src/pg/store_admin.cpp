@@ -21,6 +21,7 @@ extern "C" {
 #include "extension.hpp"
 #include "guard.hpp"
 #include "isolate.hpp"
+#include "policy.hpp"
 #include "purge.hpp"
 #include "settings.hpp"
 #include "shard.hpp"
@@ -137,14 +138,14 @@ void purge_one_chunk(void* arg) {
   Datum lease_rows[2];
   bool lease_nulls[2] = {true, true};
   (void)pg::execute(leases, nullptr, "", lease_rows, lease_nulls);
-  Datum values[4] = {Int32GetDatum(c.batch), lease_rows[0], lease_rows[1],
-                     Float8GetDatum(static_cast<double>(pg::in_progress_lease_seconds))};
+  // Namespaces without a lease of their own have the defaults'.
+  const double default_lease = static_cast<double>(pg::namespace_defaults().lease_us) / USECS_PER_SEC;
+  Datum values[4] = {Int32GetDatum(c.batch), lease_rows[0], lease_rows[1], Float8GetDatum(default_lease)};
   const char nulls[5] = {' ', lease_nulls[0] ? 'n' : ' ', lease_nulls[1] ? 'n' : ' ', ' ', '\0'};
   // A table exactly as installed is purged without the executor (purge.cpp);
   // -1: its expires_at index was replaced meanwhile, and the statement runs.
   if (!distributed && store.direct) {
-    const pg::Leases given{lease_nulls[0] ? 0 : lease_rows[0], lease_nulls[1] ? 0 : lease_rows[1],
-                           static_cast<double>(pg::in_progress_lease_seconds)};
+    const pg::Leases given{lease_nulls[0] ? 0 : lease_rows[0], lease_nulls[1] ? 0 : lease_rows[1], default_lease};
     c.purged = pg::purge_direct(store, c.batch, given);
     if (c.purged >= 0) return;
   }

@@ -503,11 +503,12 @@ text* point_arg(FunctionCallInfo fcinfo, int argno) {
 // fence last as every other call does. point < 0: a heartbeat alone.
 struct Heartbeat {
   const char* function;
+  const char* entry_point;  // the Citus entry point's suffix (<table>_save_point)
   int fence, point, state;
 };
-constexpr Heartbeat extend_lease_args{"idem_extend_lease", 2, -1, -1};
-constexpr Heartbeat record_point_args{"idem_record_point", 2, 3, 4};
-constexpr Heartbeat save_point_args{"idem_save_point", 4, 2, 3};
+constexpr Heartbeat extend_lease_args{"idem_extend_lease", "extend_lease", 2, -1, -1};
+constexpr Heartbeat record_point_args{"idem_record_point", "record_point", 2, 3, 4};
+constexpr Heartbeat save_point_args{"idem_save_point", "save_point", 4, 2, 3};
 
 // Moves the lease of the caller's claim on: the in_progress record keeps its
 // fence and attempt, and its lease runs again from now. With a point, it
@@ -544,7 +545,7 @@ TimestampTz extend(FunctionCallInfo fcinfo, const Heartbeat& args) {
                       "Give the namespace one with idem_namespace_configure(namespace, in_progress_lease => ...).");
   text* key = pg::stored_key(given_key, policy);
   const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock,
-                                         pg::Call{key, policy.hash_keys, recording ? "record_point" : "extend_lease"});
+                                         pg::Call{key, policy.hash_keys, args.entry_point});
   if (recording && !store.recovers) {
     const pg::ShapeProblem why = pg::recovery_columns_problem(store, policy.store);
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,

@@ -33,8 +33,8 @@ DELETE FROM idempotency_record WHERE expires_at < now();
 
 -- 25 records with one expires_at, in chunks of 10 in one transaction.
 SELECT pg_temp.expired('idempotency_record', 'pd-ties', 25);
-SELECT is(ARRAY[idem_store_purge(NULL, 10), idem_store_purge(NULL, 10), idem_store_purge(NULL, 10),
-                idem_store_purge(NULL, 10)], '{10,10,5,0}'::bigint[],
+SELECT is(ARRAY[idempotency_internal.idem_store_purge(NULL, 10), idempotency_internal.idem_store_purge(NULL, 10), idempotency_internal.idem_store_purge(NULL, 10),
+                idempotency_internal.idem_store_purge(NULL, 10)], '{10,10,5,0}'::bigint[],
           'chunks of one transaction resume among records that share an expires_at');
 SELECT is(pg_temp.left_in('pd-ties'), 0::bigint, 'every one of them is gone');
 
@@ -43,16 +43,16 @@ SELECT pg_temp.expired('idempotency_record', 'pd-savepoint', 6);
 -- (Results inside a savepoint that is rolled back are kept in psql
 -- variables: pgTAP's own record of a test would be rolled back with it.)
 SAVEPOINT chunk;
-SELECT idem_store_purge(NULL, 4) AS in_savepoint \gset
+SELECT idempotency_internal.idem_store_purge(NULL, 4) AS in_savepoint \gset
 ROLLBACK TO SAVEPOINT chunk;
 SELECT is(:in_savepoint::bigint, 4::bigint, 'a chunk inside a savepoint');
-SELECT is(idem_store_purge(NULL, 10), 6::bigint, 'after the rollback the next chunk finds all six again');
+SELECT is(idempotency_internal.idem_store_purge(NULL, 10), 6::bigint, 'after the rollback the next chunk finds all six again');
 
 -- A record this transaction locked goes, as FOR UPDATE SKIP LOCKED took it.
 SELECT pg_temp.expired('idempotency_record', 'pd-own-lock', 3);
 SELECT key_value FROM idempotency_record WHERE namespace = 'pd-own-lock' AND key_value IN ('k1', 'k2') FOR UPDATE;
 SELECT key_value FROM idempotency_record WHERE namespace = 'pd-own-lock' AND key_value = 'k3' FOR KEY SHARE;
-SELECT is(idem_store_purge(NULL, 10), 3::bigint, 'records this transaction locked (FOR UPDATE, FOR KEY SHARE) are purged');
+SELECT is(idempotency_internal.idem_store_purge(NULL, 10), 3::bigint, 'records this transaction locked (FOR UPDATE, FOR KEY SHARE) are purged');
 
 -- Leases: a namespace's own, else the server's (0 here: in_progress
 -- records go once expired). The lease runs from updated_at.
@@ -77,7 +77,7 @@ SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'pg_walinspect')
 \if :walinspect
 CREATE EXTENSION IF NOT EXISTS pg_walinspect;
 SELECT pg_current_wal_insert_lsn() AS wal_start \gset
-SELECT is(idem_store_purge(NULL, 100), 20::bigint, 'a chunk purges the 20');
+SELECT is(idempotency_internal.idem_store_purge(NULL, 100), 20::bigint, 'a chunk purges the 20');
 SELECT pg_current_wal_insert_lsn() AS wal_end \gset
 SELECT pg_switch_wal() IS NOT NULL AS flushed;
 SELECT is((SELECT count(*) FROM pg_get_wal_records_info(:'wal_start', :'wal_end')
@@ -87,7 +87,7 @@ SELECT is((SELECT count(*) FROM pg_get_wal_records_info(:'wal_start', :'wal_end'
            WHERE resource_manager = 'Heap' AND record_type LIKE 'DELETE%'), 20::bigint,
           'one delete WAL record per purged row');
 \else
-SELECT is(idem_store_purge(NULL, 100), 20::bigint, 'a chunk purges the 20');
+SELECT is(idempotency_internal.idem_store_purge(NULL, 100), 20::bigint, 'a chunk purges the 20');
 SELECT skip('pg_walinspect is not available (PostgreSQL 14 and older)', 2);
 \endif
 
@@ -109,14 +109,14 @@ CREATE SCHEMA pd_app;
 SELECT idem_create_store('pd_app.records');
 SELECT idem_bind_store('pd-bound', 'pd_app.records');
 SELECT pg_temp.expired('pd_app.records', 'pd-bound', 5);
-SELECT is(idem_store_purge('pd_app.records', 3), 3::bigint, 'a bound store as made: a chunk of 3');
-SELECT is(idem_store_purge('pd_app.records', 3), 2::bigint, 'and the rest');
+SELECT is(idempotency_internal.idem_store_purge('pd_app.records', 3), 3::bigint, 'a bound store as made: a chunk of 3');
+SELECT is(idempotency_internal.idem_store_purge('pd_app.records', 3), 2::bigint, 'and the rest');
 CREATE TABLE pd_app.deleted (key_value text);
 CREATE FUNCTION pd_app.note() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN INSERT INTO pd_app.deleted VALUES (OLD.key_value); RETURN OLD; END $$;
 CREATE TRIGGER note BEFORE DELETE ON pd_app.records FOR EACH ROW EXECUTE FUNCTION pd_app.note();
 SELECT pg_temp.expired('pd_app.records', 'pd-bound', 4, 't');
-SELECT is(idem_store_purge('pd_app.records', 10), 4::bigint, 'with a trigger: purged through the statement');
+SELECT is(idempotency_internal.idem_store_purge('pd_app.records', 10), 4::bigint, 'with a trigger: purged through the statement');
 SELECT is((SELECT count(*) FROM pd_app.deleted), 4::bigint, 'which fired the trigger for each record');
 
 -- A read-only transaction refuses the purge, as the executor refused its DELETE.
@@ -130,7 +130,7 @@ END;
 $$;
 SAVEPOINT read_only;
 SET LOCAL transaction_read_only = on;
-SELECT pg_temp.error_of($$SELECT idempotency.idem_store_purge(NULL, 10)$$) AS read_only_error \gset
+SELECT pg_temp.error_of($$SELECT idempotency_internal.idem_store_purge(NULL, 10)$$) AS read_only_error \gset
 ROLLBACK TO SAVEPOINT read_only;
 SELECT is(:'read_only_error'::text, '25006: cannot execute DELETE in a read-only transaction',
           'a read-only transaction cannot purge');

@@ -27,7 +27,7 @@ SELECT is((SELECT hash_keys FROM idempotency.idem_namespaces WHERE namespace = '
           '  and the namespace is as it was');
 
 SET ROLE regress_tap_nobody;
-SELECT throws_ok($$SELECT secret FROM idempotency.idem_lock_secret$$, '42501', NULL,
+SELECT throws_ok($$SELECT secret FROM idempotency_internal.idem_lock_secret$$, '42501', NULL,
                  'the lock secret is the owner''s');
 SELECT throws_ok($$SELECT count(*) FROM idempotency.idempotency_record$$, '42501', NULL,
                  'a role with no grant cannot read the table');

@@ -539,8 +539,8 @@ sub check_restored
 	};
 	is_deeply([ $same->(privileges($db)) ], [ $same->(privileges('src')) ],
 		"$how: every privilege on the extension's objects is restored");
-	isnt($node->safe_psql($db, 'SELECT secret FROM idempotency.idem_lock_secret'),
-		$node->safe_psql('src', 'SELECT secret FROM idempotency.idem_lock_secret'),
+	isnt($node->safe_psql($db, 'SELECT secret FROM idempotency_internal.idem_lock_secret'),
+		$node->safe_psql('src', 'SELECT secret FROM idempotency_internal.idem_lock_secret'),
 		"$how: the lock secret is not copied: the restored database drew its own");
 	is(replay_all($db, "r.namespace <> 'secrets'"), '0 wrong of 306',
 		"$how: every record outside the hashed-key namespace replays, is in flight or is a mismatch as before");

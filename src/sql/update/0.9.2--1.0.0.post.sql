@@ -1,0 +1,49 @@
+-- update/0.9.2--1.0.0.post.sql: the grants of what the update to 1.0.0
+-- made (and nothing else: what operators granted on the rest stays theirs).
+
+GRANT USAGE ON SCHEMA idempotency_internal TO PUBLIC;
+REVOKE ALL ON @extschema@.idem_defaults FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idem_namespace_defaults(interval, interval, boolean, integer, interval, boolean)
+    FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idem_stats_counters() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.idem_stats_counters() TO pg_monitor;
+
+-- What ALTER DEFAULT PRIVILEGES of the installing role granted on what this
+-- update made is taken back, privilege by privilege (docs/security.md).
+DO $defaults$
+DECLARE
+    x record;
+BEGIN
+    FOR x IN
+        SELECT DISTINCT o.kind, o.name, a.privilege_type, r.rolname
+        FROM (SELECT 'ROUTINE' AS kind, p.oid::pg_catalog.regprocedure::text AS name, p.proowner AS owner,
+                     p.proacl AS acl
+              FROM pg_catalog.pg_proc p
+              WHERE p.oid IN ('@extschema@.idem_version()'::pg_catalog.regprocedure,
+                              '@extschema@.idem_save_point(text, text, text, jsonb, bigint)'::pg_catalog.regprocedure,
+                              '@extschema@.idem_stats_counters()'::pg_catalog.regprocedure,
+                              '@extschema@.idem_namespace_defaults(interval, interval, boolean, integer, interval, boolean)'::pg_catalog.regprocedure)
+              UNION ALL
+              SELECT 'TABLE', c.oid::pg_catalog.regclass::text, c.relowner, c.relacl
+              FROM pg_catalog.pg_class c WHERE c.oid = '@extschema@.idem_defaults'::pg_catalog.regclass) o
+        CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
+        JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE a.grantee <> o.owner
+          AND NOT (a.grantee = 'pg_monitor'::pg_catalog.regrole AND a.privilege_type = 'EXECUTE'
+                   AND o.name = '@extschema@.idem_stats_counters()'::pg_catalog.regprocedure::text)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %I', x.privilege_type, x.kind, x.name, x.rolname);
+    END LOOP;
+    FOR x IN
+        SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END AS grantee,
+               a.privilege_type
+        FROM pg_catalog.pg_namespace n
+        CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+        LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE n.oid = 'idempotency_internal'::pg_catalog.regnamespace AND a.grantee <> n.nspowner
+          AND NOT (a.grantee = 0 AND a.privilege_type = 'USAGE')
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE %s ON SCHEMA idempotency_internal FROM %s CASCADE', x.privilege_type, x.grantee);
+    END LOOP;
+END;
+$defaults$;

@@ -1,0 +1,63 @@
+-- update/0.9.2--1.0.0.pre.sql: what the update to 1.0.0 changes before it
+-- (re)creates every function and view from the sources: the plumbing moves
+-- to idempotency_internal, the defaults move into idem_defaults, and what
+-- 1.0.0 no longer has goes. No system catalog is written.
+
+-- Load the library first: until then a value a session set for one of its
+-- settings is a placeholder any role may set, and defaults.sql reads them.
+SELECT @extschema@.idem_parse('update', 'k');
+
+\ir ../schema.sql
+
+-- The plumbing moves, with its grants.
+ALTER FUNCTION @extschema@.idem_namespace_changed() SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_namespace_config_locked() SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_refuse_dropping_a_store() SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_store_problem(regclass) SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_store_purge(regclass, integer) SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_store_forget_requests(regclass, text) SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_store_count(regclass, text, boolean) SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_store_stats(regclass) SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_shape_mismatch(jsonb, regtype, text) SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_stats_counters() SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_stats_released_keys() SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_stats_recovery() SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_stats_stores_skipped() SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_stats_count_purged(bigint) SET SCHEMA idempotency_internal;
+ALTER FUNCTION @extschema@.idem_namespace_stats_figures() SET SCHEMA idempotency_internal;
+ALTER TABLE @extschema@.idem_lock_secret SET SCHEMA idempotency_internal;
+
+-- Gone in 1.0.0: the settings check of the registry functions (they read
+-- idem_defaults now), and the fence sequence 0.5.0 used (dumps from before
+-- 0.9 restore once their source is updated to 0.9.x first).
+DROP FUNCTION @extschema@.idem_trusted_settings();
+DROP SEQUENCE @extschema@.idem_fence_seq;
+
+\ir ../defaults.sql
+CREATE TRIGGER idem_defaults_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON @extschema@.idem_defaults
+    FOR EACH STATEMENT EXECUTE FUNCTION idempotency_internal.idem_namespace_changed();
+
+-- Values of those settings that other databases or roles set are named:
+-- they no longer apply, and the namespaces they meant want them as their
+-- own settings (idem_namespace_configure) or in idem_defaults.
+DO $settings$
+DECLARE
+    x record;
+BEGIN
+    FOR x IN
+        SELECT coalesce('database ' || pg_catalog.quote_ident(d.datname), 'every database')
+               || coalesce(', role ' || pg_catalog.quote_ident(r.rolname), '') AS place, c.setting
+        FROM pg_catalog.pg_db_role_setting s
+        CROSS JOIN LATERAL pg_catalog.unnest(s.setconfig) c(setting)
+        LEFT JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
+        LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.setrole
+        WHERE c.setting ~ '^idempotency\.(replay_window|in_flight_wait|store_request|max_payload_bytes|in_progress_lease|require_registered_namespace)='
+        ORDER BY 1, 2
+    LOOP
+        RAISE WARNING 'idempotency 1.0.0: % sets % , which no longer applies', x.place, x.setting
+            USING DETAIL = 'From 1.0.0 a namespace''s settings come from the registry: idem_namespace_configure for one namespace, idem_namespace_defaults for those that set none.',
+                  HINT = 'Move the value there, then remove it with ALTER DATABASE / ALTER ROLE ... RESET.';
+    END LOOP;
+END;
+$settings$;
