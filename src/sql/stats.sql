@@ -1,5 +1,27 @@
 -- stats.sql: the views operators read (idem_stats, idem_namespace_stats),
--- over the counters (stats.native.sql) and each store's figures.
+-- over the counters (each edition's idempotency_internal.idem_stats_counters)
+-- and each store's figures.
+
+-- 0.9's name for them, deprecated: the view idem_stats shows them.
+CREATE OR REPLACE FUNCTION idem_stats_counters(
+    OUT counters_on boolean,
+    OUT begin_fresh bigint,
+    OUT begin_in_flight bigint,
+    OUT begin_prior_result bigint,
+    OUT begin_prior_error bigint,
+    OUT begin_mismatch bigint,
+    OUT commits bigint,
+    OUT permanent_failures bigint,
+    OUT transient_failures bigint,
+    OUT waits bigint,
+    OUT purged_rows bigint,
+    OUT stats_reset timestamptz)
+RETURNS record
+LANGUAGE sql VOLATILE STRICT PARALLEL SAFE
+AS $$ SELECT * FROM idempotency_internal.idem_stats_counters() $$;
+
+COMMENT ON FUNCTION idem_stats_counters() IS
+'Deprecated: read the view idem_stats; removed in 2.0';
 
 -- held_key_locks: the store's per-key locks granted now in this database,
 -- which counts the claims held by their lock alone (no row shows them; a

@@ -156,3 +156,43 @@ $$;
 
 COMMENT ON FUNCTION idem_bind_store(text, regclass) IS
 'Keeps a namespace''s records in a table the service owns (NULL: the extension''s table)';
+
+-- A table a namespace is bound to cannot be dropped (DROP TABLE, DROP
+-- SCHEMA ... CASCADE, DROP OWNED): the namespace's records would go with it
+-- and its retries begin again, and the registry would keep an OID that a
+-- later table, or a restored dump, could give another table. Bind the
+-- namespace elsewhere first. (The store calls still refuse a store that is
+-- gone, for a drop made with event triggers off.)
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_refuse_dropping_a_store()
+RETURNS event_trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    bound record;
+BEGIN
+    IF to_regclass('@extschema@.idem_namespace_config') IS NULL THEN
+        RETURN;   -- the registry itself is being replaced (a Citus conversion)
+    END IF;
+    -- On a Citus worker a drop is the coordinator's, relayed: the
+    -- coordinator has checked it, and a query of the registry (a reference
+    -- table) inside Citus's relayed command would be refused.
+    IF EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
+        IF (SELECT l.groupid FROM pg_dist_local_group l) <> 0 THEN
+            RETURN;
+        END IF;
+    END IF;
+    SELECT c.namespace, d.object_identity INTO bound
+    FROM pg_event_trigger_dropped_objects() d
+    JOIN @extschema@.idem_namespace_config c ON c.store::oid OPERATOR(pg_catalog.=) d.objid
+    WHERE d.classid OPERATOR(pg_catalog.=) 'pg_class'::regclass AND d.objsubid OPERATOR(pg_catalog.=) 0
+    ORDER BY c.namespace LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot drop table %: idempotency namespace "%" is bound to it', bound.object_identity, bound.namespace
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = 'The namespace''s records are kept there; dropped, its retries would begin again.',
+                  HINT = 'Bind the namespace to another store with idem_bind_store, or drop the namespace with idem_namespace_drop once its records are gone.';
+    END IF;
+END;
+$$;
