@@ -1,0 +1,396 @@
+-- policy.portable.sql: what the portable store's functions share: the
+-- namespace's policy read from the registry (and the access check), the
+-- checks of their arguments, lock tags, fences, and whether a row is this
+-- transaction's. Plumbing, in idempotency_internal. No function here is
+-- SECURITY DEFINER: each runs as its caller, which is the extension's owner
+-- when the store's entry points (store.portable.sql) call it, and a role
+-- that calls one directly reads nothing it may not read.
+
+-- What the store needs of a namespace: its settings (its own, else the
+-- defaults'), its store (NULL: the extension's table) and whether that
+-- store keeps recovery points, what its fingerprint ignores, and the lock
+-- secret its lock tags are keyed with.
+CREATE TYPE idempotency_internal.idem_policy AS (
+    registered         boolean,
+    hash_keys          boolean,
+    store              regclass,
+    recovers           boolean,
+    store_request      boolean,
+    replay_window      interval,
+    has_replay_window  boolean,
+    lease              interval,
+    max_payload_bytes  integer,
+    in_flight_wait     interval,
+    ignore             text[],
+    secret             bytea
+);
+
+-- The namespace's policy for role caller, whose proof (idem_caller) is
+-- checked first: 42501 when it is not a proof of caller in this backend
+-- and transaction, or when caller may not use the namespace (the owner and
+-- its members always may, others by a grant, idem_grant); 42704 when the
+-- defaults require registered namespaces and this one is not. Read with
+-- the latest snapshot of the statement, so a revoke that committed holds
+-- from the next call.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_authorize(caller oid, proof bytea, namespace text)
+RETURNS idempotency_internal.idem_policy
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_variable
+DECLARE
+    p idempotency_internal.idem_policy;
+    allowed boolean;
+    proven boolean;
+    require_registered boolean;
+BEGIN
+    SELECT c.namespace IS NOT NULL, coalesce(c.hash_keys, false), c.store,
+           c.store IS NULL OR idempotency_internal.idem_recovers(c.store),
+           coalesce(c.store_request, d.store_request, true),
+           coalesce(c.replay_window, d.replay_window, interval '24 hours'), c.replay_window IS NOT NULL,
+           coalesce(c.in_progress_lease, d.in_progress_lease, interval '0'),
+           coalesce(c.max_payload_bytes, d.max_payload_bytes, 16777216),
+           coalesce(d.in_flight_wait, interval '0'), c.fingerprint_ignore, s.secret,
+           coalesce(d.require_registered, false),
+           pg_catalog.pg_has_role(caller, current_user::pg_catalog.name, 'USAGE')
+               OR EXISTS (SELECT FROM @extschema@.idem_namespace_grant g
+                          JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid
+                          WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+                            AND pg_catalog.pg_has_role(caller, r.oid, 'USAGE')),
+           proof OPERATOR(pg_catalog.=) idempotency_internal.idem_proof(s.secret, caller)
+    INTO p.registered, p.hash_keys, p.store, p.recovers, p.store_request, p.replay_window, p.has_replay_window,
+         p.lease, p.max_payload_bytes, p.in_flight_wait, p.ignore, p.secret, require_registered, allowed, proven
+    FROM idempotency_internal.idem_lock_secret s
+    LEFT JOIN @extschema@.idem_defaults d ON true
+    LEFT JOIN @extschema@.idem_namespace_config c ON c.namespace OPERATOR(pg_catalog.=) namespace;
+    IF proven IS NOT TRUE OR caller IS NULL THEN
+        RAISE EXCEPTION 'permission denied for idempotency namespace "%"', namespace
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'The call did not come through the idempotency API with its caller''s proof.';
+    END IF;
+    IF NOT allowed THEN
+        RAISE EXCEPTION 'permission denied for idempotency namespace "%"', namespace
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'The namespace''s administrator grants it with idem_grant(namespace, role).';
+    END IF;
+    IF require_registered AND NOT p.registered THEN
+        RAISE EXCEPTION 'idempotency namespace "%" is not registered', namespace
+            USING ERRCODE = 'undefined_object',
+                  DETAIL = 'The defaults require registered namespaces (idem_namespace_defaults); register it with idem_namespace_configure.';
+    END IF;
+    IF p.ignore IS NOT NULL THEN   -- pointers written by hand that are not pointers fail every call, named
+        PERFORM idempotency_internal.idem_pointer_tokens(p.ignore, namespace);
+    END IF;
+    RETURN p;
+END;
+$$;
+
+-- The lowercase hex SHA-256 of key's UTF-8 bytes: the stored key of a
+-- hash_keys namespace, and (its first 12 digits) how messages name a key.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_key_hex(key text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(key, 'UTF8')), 'hex') $$;
+
+-- How messages name a key: sha256: and 12 hex digits, never the key.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_label(key text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT 'sha256:' OPERATOR(pg_catalog.||) pg_catalog.left(idempotency_internal.idem_key_hex(key), 12) OPERATOR(pg_catalog.||) '...' $$;
+
+-- The key as the store keeps it: the key, or with hash_keys its hex SHA-256.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_stored_key(key text, hash_keys boolean)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT CASE WHEN hash_keys THEN idempotency_internal.idem_key_hex(key) ELSE key END $$;
+
+-- A lock tag: 64 bits of SHA-256 over the secret, a kind ('k' a key, 'n' a
+-- namespace) and the length-prefixed namespace and key. A role that reads
+-- pg_locks can test no guessed key against it, nor make two keys collide.
+-- (An advisory lock from SQL has objsubid 1; an application's advisory
+-- lock on the same 64 bits would be taken for the key's, with odds of
+-- 2^-64 a pair.)
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_tag(secret bytea, kind text, namespace text, key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT ('x' OPERATOR(pg_catalog.||) pg_catalog.encode(pg_catalog.substr(pg_catalog.sha256(
+               secret OPERATOR(pg_catalog.||) pg_catalog.convert_to(kind, 'UTF8')
+               OPERATOR(pg_catalog.||) pg_catalog.int4send(pg_catalog.octet_length(pg_catalog.convert_to(namespace, 'UTF8')))
+               OPERATOR(pg_catalog.||) pg_catalog.convert_to(namespace, 'UTF8')
+               OPERATOR(pg_catalog.||) CASE WHEN key IS NULL THEN '\x'::pg_catalog.bytea
+                    ELSE pg_catalog.int4send(pg_catalog.octet_length(pg_catalog.convert_to(key, 'UTF8')))
+                         OPERATOR(pg_catalog.||) pg_catalog.convert_to(key, 'UTF8') END), 1, 8), 'hex'))::pg_catalog.bit(64)::pg_catalog.int8
+$$;
+
+-- A new claim's fence: 63 random bits from the server's strong random
+-- source (the random hex digits of two version-4 UUIDs), drawn again below
+-- 2^32, so a bigint in [2^32, 2^63) that no other claim of the key, in this
+-- database or any copy of it, shares but by chance (2^-62 a pair).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_draw_fence()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+AS $$
+#variable_conflict use_variable
+DECLARE
+    fence pg_catalog.int8;
+BEGIN
+    LOOP
+        fence := ('x' OPERATOR(pg_catalog.||) pg_catalog.left(pg_catalog.gen_random_uuid()::pg_catalog.text, 8)
+                  OPERATOR(pg_catalog.||) pg_catalog.right(pg_catalog.gen_random_uuid()::pg_catalog.text, 8)
+                 )::pg_catalog.bit(64)::pg_catalog.int8 OPERATOR(pg_catalog.&) 9223372036854775807;
+        EXIT WHEN fence OPERATOR(pg_catalog.>=) 4294967296;
+    END LOOP;
+    RETURN fence;
+END;
+$$;
+
+-- Whether a row version this transaction can see was written by it (its
+-- xmin a transaction id of this transaction or one of its
+-- subtransactions): a version another transaction has not committed is
+-- invisible, so a visible version whose writer is still in progress is
+-- this transaction's. A transaction that has no id yet wrote nothing; its
+-- ids are its top-level id or later ones, which places the 32-bit xmin in
+-- its 64-bit epoch.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_mine(x xid)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(pg_catalog.pg_xact_status(
+               (CASE WHEN (t.top OPERATOR(pg_catalog.&) ~4294967295::pg_catalog.int8 OPERATOR(pg_catalog.|) o.low) OPERATOR(pg_catalog.<) t.top
+                     THEN (t.top OPERATOR(pg_catalog.&) ~4294967295::pg_catalog.int8 OPERATOR(pg_catalog.|) o.low) OPERATOR(pg_catalog.+) 4294967296
+                     ELSE t.top OPERATOR(pg_catalog.&) ~4294967295::pg_catalog.int8 OPERATOR(pg_catalog.|) o.low END
+               )::pg_catalog.text::pg_catalog.xid8) OPERATOR(pg_catalog.=) 'in progress', false)
+    FROM (SELECT x::pg_catalog.text::pg_catalog.int8 AS low) o,
+         (SELECT pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.text::pg_catalog.int8 AS top) t
+    WHERE t.top IS NOT NULL AND o.low OPERATOR(pg_catalog.>=) 3
+    UNION ALL SELECT false LIMIT 1
+$$;
+
+-- A length of time in seconds, as extract(epoch) counts an interval (days
+-- of 24 hours, months of 30 days, years of 365.25 days), as an interval of
+-- time alone: a lease never moves by a calendar step in some time zone.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_length(i interval)
+RETURNS interval
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT pg_catalog.make_interval(secs => pg_catalog.date_part('epoch', i)) $$;
+
+-- When an in_progress record claimed (or last extended) at updated_at
+-- may be taken over: once its namespace's lease has run out, or, without a
+-- lease, once its replay window has passed.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_takeover_from(updated_at timestamptz, expires_at timestamptz,
+                                                                   lease interval)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN lease OPERATOR(pg_catalog.>) interval '0'
+                THEN updated_at OPERATOR(pg_catalog.+) idempotency_internal.idem_length(lease)
+                ELSE expires_at END
+$$;
+
+-- An interval's three fields, as the library reads them: months, days and
+-- the time in seconds (exact: extract() is numeric).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_interval_parts(i interval, OUT months bigint, OUT days bigint,
+                                                                    OUT secs numeric)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT (EXTRACT(year FROM i) OPERATOR(pg_catalog.*) 12 OPERATOR(pg_catalog.+) EXTRACT(month FROM i))::pg_catalog.int8,
+           EXTRACT(day FROM i)::pg_catalog.int8,
+           EXTRACT(epoch FROM i) OPERATOR(pg_catalog.-) EXTRACT(year FROM i) OPERATOR(pg_catalog.*) 31557600
+           OPERATOR(pg_catalog.-) EXTRACT(month FROM i) OPERATOR(pg_catalog.*) 2592000
+           OPERATOR(pg_catalog.-) EXTRACT(day FROM i) OPERATOR(pg_catalog.*) 86400
+$$;
+
+-- An interval as the library's messages print it (interval_out, in the
+-- session's IntervalStyle).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_interval_text(i interval)
+RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+AS $$ SELECT i::pg_catalog.text $$;
+
+-- The replay window of a begin: the argument, else the namespace's, else
+-- the defaults'. An argument is positive, with no field negative, under
+-- 10,000 years, and no longer than the namespace's window, a limit the
+-- caller cannot lift (22023).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_window(replay_window interval, p idempotency_internal.idem_policy,
+                                                            namespace text)
+RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+#variable_conflict use_variable
+DECLARE
+    f record;
+BEGIN
+    IF replay_window IS NULL THEN
+        IF p.has_replay_window AND p.replay_window OPERATOR(pg_catalog.>=) interval '10000 years' THEN
+            RAISE EXCEPTION 'invalid idempotency replay window'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'The namespace''s replay_window is 10000 years or more; configure one under 10000 years.';
+        END IF;
+        RETURN p.replay_window;
+    END IF;
+    f := idempotency_internal.idem_interval_parts(replay_window);
+    IF f.months OPERATOR(pg_catalog.<) 0 OR f.days OPERATOR(pg_catalog.<) 0 OR f.secs OPERATOR(pg_catalog.<) 0
+       OR replay_window OPERATOR(pg_catalog.=) interval '0'
+       OR replay_window OPERATOR(pg_catalog.>=) interval '10000 years' THEN
+        RAISE EXCEPTION 'invalid idempotency replay window'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('The replay window must be positive and under 10000 years, and no part of it (months, days, time) negative, not %s.',
+                                             idempotency_internal.idem_interval_text(replay_window));
+    END IF;
+    IF p.has_replay_window AND replay_window OPERATOR(pg_catalog.>) p.replay_window THEN
+        RAISE EXCEPTION 'idempotency replay window exceeds the namespace''s'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('Namespace "%s" keeps records for at most %s (its replay_window); the call asked for %s.',
+                                             namespace, idempotency_internal.idem_interval_text(p.replay_window),
+                                             idempotency_internal.idem_interval_text(replay_window)),
+                  HINT = 'Pass a shorter replay_window or none; the namespace''s administrator sets the limit with idem_namespace_configure.';
+    END IF;
+    RETURN replay_window;
+END;
+$$;
+
+-- How long a begin waits for a concurrent holder, in milliseconds: the
+-- argument, else the defaults'. Zero or more in every field, at most
+-- 2147483647 ms; days count 24 hours and months 30 days (22023).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_wait_ms(in_flight_wait interval, p idempotency_internal.idem_policy)
+RETURNS double precision
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+#variable_conflict use_variable
+DECLARE
+    f record;
+    ms pg_catalog.numeric;
+BEGIN
+    IF in_flight_wait IS NULL THEN
+        f := idempotency_internal.idem_interval_parts(p.in_flight_wait);
+    ELSE
+        f := idempotency_internal.idem_interval_parts(in_flight_wait);
+    END IF;
+    ms := (f.months OPERATOR(pg_catalog.*) 30 OPERATOR(pg_catalog.+) f.days) OPERATOR(pg_catalog.*) 86400000
+          OPERATOR(pg_catalog.+) f.secs OPERATOR(pg_catalog.*) 1000;
+    IF in_flight_wait IS NOT NULL
+       AND (f.months OPERATOR(pg_catalog.<) 0 OR f.days OPERATOR(pg_catalog.<) 0 OR f.secs OPERATOR(pg_catalog.<) 0
+            OR ms OPERATOR(pg_catalog.>) 2147483647) THEN
+        RAISE EXCEPTION 'invalid idempotency in-flight wait'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('in_flight_wait must be zero or positive, at most 2147483647 ms (about 24.8 days), and no part of it (months, days, time) negative, not %s.',
+                                             idempotency_internal.idem_interval_text(in_flight_wait));
+    END IF;
+    RETURN ms;
+END;
+$$;
+
+-- The size of a jsonb value as the library measures it (its bytes, not
+-- compressed, without the length word): a value stored compressed, or
+-- near the limit, is copied once to be measured.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_jsonb_bytes(payload jsonb)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT pg_catalog.pg_column_size(pg_catalog.jsonb_build_array(payload) OPERATOR(pg_catalog.->) 0)::pg_catalog.int8 OPERATOR(pg_catalog.-) 4 $$;
+
+-- The size of payload when it is larger than max_bytes, else NULL.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_oversize(payload jsonb, max_bytes integer)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT s.size FROM (SELECT CASE WHEN pg_catalog.pg_column_compression(payload) IS NULL
+                                         AND pg_catalog.pg_column_size(payload) OPERATOR(pg_catalog.<=) max_bytes
+                                    THEN 0 ELSE idempotency_internal.idem_jsonb_bytes(payload) END AS size) s
+    WHERE s.size OPERATOR(pg_catalog.>) max_bytes
+$$;
+
+-- Raises 54000 when payload (what: request, result, error, recovery
+-- state) is larger than max_bytes, its namespace's max_payload_bytes.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_check_size(payload jsonb, what text, namespace text, max_bytes integer)
+RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+#variable_conflict use_variable
+DECLARE
+    size pg_catalog.int8 := idempotency_internal.idem_oversize(payload, max_bytes);
+BEGIN
+    IF size IS NOT NULL THEN
+        RAISE EXCEPTION 'idempotency % is too large', what
+            USING ERRCODE = 'program_limit_exceeded',
+                  DETAIL = pg_catalog.format('It is %s bytes as jsonb; namespace "%s" allows at most %s (its max_payload_bytes, or the defaults'').',
+                                             size, namespace, max_bytes);
+    END IF;
+END;
+$$;
+
+-- Raises 25006 in a read-only transaction, or on a standby, for a call
+-- (function) that would write (action: begin, commit, fail, ...).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_require_write(key text, function text, action text)
+RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+#variable_conflict use_variable
+DECLARE
+    standby boolean;
+BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off' THEN
+        RETURN;
+    END IF;
+    standby := pg_catalog.pg_is_in_recovery();
+    RAISE EXCEPTION 'cannot % idempotency key % in a read-only transaction', action, idempotency_internal.idem_label(key)
+        USING ERRCODE = 'read_only_sql_transaction',
+              DETAIL = CASE WHEN standby
+                            THEN 'The server is a standby in recovery: it replays recorded outcomes but records no new attempt.'
+                            ELSE 'The transaction is read-only (SET TRANSACTION READ ONLY, or default_transaction_read_only): it replays recorded outcomes but records no new attempt.' END,
+              HINT = 'Call ' OPERATOR(pg_catalog.||) function OPERATOR(pg_catalog.||)
+                     CASE WHEN standby THEN ' on the primary.' ELSE ' in a read-write transaction.' END;
+END;
+$$;
+
+-- A fence argument: NULL, or at least 2^32 (22023: an attempt number
+-- passed by mistake, as 0.4 took it, is refused).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_check_fence(fence bigint)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF fence OPERATOR(pg_catalog.<) 4294967296 THEN
+        RAISE EXCEPTION 'invalid idempotency fence'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('fence is the value idem_begin answered with fresh (its fence column), or NULL, not %s.', fence),
+                  HINT = CASE WHEN fence OPERATOR(pg_catalog.>=) 1 THEN 'An attempt number is not a fence; pass the outcome''s fence.' ELSE '' END;
+    END IF;
+END;
+$$;
+
+-- The namespace's lock, shared (a begin) or exclusive (a change that must
+-- see every record of the namespace), held to the end of the transaction.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_lock(secret bytea, namespace text, exclusive boolean)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_variable
+DECLARE
+    tag pg_catalog.int8 := idempotency_internal.idem_tag(secret, 'n', namespace);
+BEGIN
+    IF exclusive THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock(tag);
+    ELSIF NOT pg_catalog.pg_try_advisory_xact_lock_shared(tag) THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(tag);
+    END IF;
+END;
+$$;
+
+-- Raises PostgreSQL's 42501 unless caller may execute function: an
+-- operator's function whose owner's body runs here (idem_key_state,
+-- idem_release_key) is for the roles the extension's owner grants the
+-- API function to, as in the library.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_require_execute(caller oid, function regprocedure)
+RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF NOT pg_catalog.has_function_privilege(caller, function, 'EXECUTE') THEN
+        RAISE EXCEPTION 'permission denied for function %', (SELECT p.proname FROM pg_catalog.pg_proc p
+                                                             WHERE p.oid OPERATOR(pg_catalog.=) function)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+END;
+$$;
