@@ -13,7 +13,8 @@ CREATE OR REPLACE FUNCTION idempotency_internal.idem_code_points(s text)
 RETURNS integer[]
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
-    SELECT CASE WHEN pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.=) 'UTF8'
+    SELECT CASE WHEN s OPERATOR(pg_catalog.=) '' THEN '{}'::pg_catalog.int4[]
+                WHEN pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.=) 'UTF8'
         THEN ARRAY(SELECT pg_catalog.ascii(c.c) FROM pg_catalog.regexp_split_to_table(s, '') WITH ORDINALITY c(c, n)
                    ORDER BY c.n)
         ELSE ARRAY(SELECT pg_catalog.ascii(pg_catalog.convert_from(pg_catalog.convert_to(c.c, 'UTF8'), 'UTF8'))
@@ -25,7 +26,8 @@ $$;
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_u_plus(code integer)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$ SELECT 'U+' OPERATOR(pg_catalog.||) pg_catalog.upper(pg_catalog.lpad(pg_catalog.to_hex(code), 4, '0')) $$;
+AS $$ SELECT 'U+' OPERATOR(pg_catalog.||) pg_catalog.upper(pg_catalog.lpad(pg_catalog.to_hex(code),
+                                                                       greatest(4, pg_catalog.length(pg_catalog.to_hex(code))), '0')) $$;
 
 -- Whether a code point is Unicode White_Space (the 25 characters idem_parse trims).
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_is_white_space(code integer)
@@ -366,7 +368,7 @@ $$;
 -- the list (n NULL), as idem_canonical(payload, ignore) raises it; or, for
 -- pointers read from namespace ns's registry row, as every store call on
 -- ns raises it. An element's detail starts with its place.
-CREATE OR REPLACE FUNCTION idempotency_internal.idem_pointer_error(state text, message text, detail text, n integer,
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_pointer_error(state text, message text, detail text, n bigint,
                                                                    ns text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE

@@ -39,44 +39,41 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     p idempotency_internal.idem_policy;
-    allowed boolean;
-    proven boolean;
-    require_registered boolean;
+    c @extschema@.idem_namespace_config;
+    d @extschema@.idem_defaults;
 BEGIN
-    SELECT c.namespace IS NOT NULL, coalesce(c.hash_keys, false), c.store,
-           c.store IS NULL OR idempotency_internal.idem_recovers(c.store),
-           coalesce(c.store_request, d.store_request, true),
-           coalesce(c.replay_window, d.replay_window, interval '24 hours'), c.replay_window IS NOT NULL,
-           coalesce(c.in_progress_lease, d.in_progress_lease, interval '0'),
-           coalesce(c.max_payload_bytes, d.max_payload_bytes, 16777216),
-           coalesce(d.in_flight_wait, interval '0'), c.fingerprint_ignore, s.secret,
-           coalesce(d.require_registered, false),
-           pg_catalog.pg_has_role(caller, current_user::pg_catalog.name, 'USAGE')
-               OR EXISTS (SELECT FROM @extschema@.idem_namespace_grant g
-                          JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid
-                          WHERE g.namespace OPERATOR(pg_catalog.=) namespace
-                            AND pg_catalog.pg_has_role(caller, r.oid, 'USAGE')),
-           proof OPERATOR(pg_catalog.=) idempotency_internal.idem_proof(s.secret, caller)
-    INTO p.registered, p.hash_keys, p.store, p.recovers, p.store_request, p.replay_window, p.has_replay_window,
-         p.lease, p.max_payload_bytes, p.in_flight_wait, p.ignore, p.secret, require_registered, allowed, proven
-    FROM idempotency_internal.idem_lock_secret s
-    LEFT JOIN @extschema@.idem_defaults d ON true
-    LEFT JOIN @extschema@.idem_namespace_config c ON c.namespace OPERATOR(pg_catalog.=) namespace;
-    IF proven IS NOT TRUE OR caller IS NULL THEN
+    SELECT s.secret INTO p.secret FROM idempotency_internal.idem_lock_secret s;
+    IF caller IS NULL OR proof IS DISTINCT FROM idempotency_internal.idem_proof(p.secret, caller) THEN
         RAISE EXCEPTION 'permission denied for idempotency namespace "%"', namespace
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'The call did not come through the idempotency API with its caller''s proof.';
     END IF;
-    IF NOT allowed THEN
+    SELECT * INTO c FROM @extschema@.idem_namespace_config x WHERE x.namespace OPERATOR(pg_catalog.=) namespace;
+    IF NOT pg_catalog.pg_has_role(caller, current_user::pg_catalog.name, 'USAGE')
+       AND NOT EXISTS (SELECT FROM @extschema@.idem_namespace_grant g
+                       JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid
+                       WHERE g.namespace OPERATOR(pg_catalog.=) namespace AND pg_catalog.pg_has_role(caller, r.oid, 'USAGE')) THEN
         RAISE EXCEPTION 'permission denied for idempotency namespace "%"', namespace
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'The namespace''s administrator grants it with idem_grant(namespace, role).';
     END IF;
-    IF require_registered AND NOT p.registered THEN
+    SELECT * INTO d FROM @extschema@.idem_defaults x LIMIT 1;
+    p.registered := c.namespace IS NOT NULL;
+    IF d.require_registered AND NOT p.registered THEN
         RAISE EXCEPTION 'idempotency namespace "%" is not registered', namespace
             USING ERRCODE = 'undefined_object',
                   DETAIL = 'The defaults require registered namespaces (idem_namespace_defaults); register it with idem_namespace_configure.';
     END IF;
+    p.hash_keys := coalesce(c.hash_keys, false);
+    p.store := c.store;
+    p.recovers := c.store IS NULL OR idempotency_internal.idem_recovers(c.store);
+    p.store_request := coalesce(c.store_request, d.store_request, true);
+    p.replay_window := coalesce(c.replay_window, d.replay_window, interval '24 hours');
+    p.has_replay_window := c.replay_window IS NOT NULL;
+    p.lease := coalesce(c.in_progress_lease, d.in_progress_lease, interval '0');
+    p.max_payload_bytes := coalesce(c.max_payload_bytes, d.max_payload_bytes, 16777216);
+    p.in_flight_wait := coalesce(d.in_flight_wait, interval '0');
+    p.ignore := c.fingerprint_ignore;
     IF p.ignore IS NOT NULL THEN   -- pointers written by hand that are not pointers fail every call, named
         PERFORM idempotency_internal.idem_pointer_tokens(p.ignore, namespace);
     END IF;
@@ -195,9 +192,9 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
     SELECT (EXTRACT(year FROM i) OPERATOR(pg_catalog.*) 12 OPERATOR(pg_catalog.+) EXTRACT(month FROM i))::pg_catalog.int8,
            EXTRACT(day FROM i)::pg_catalog.int8,
-           EXTRACT(epoch FROM i) OPERATOR(pg_catalog.-) EXTRACT(year FROM i) OPERATOR(pg_catalog.*) 31557600
-           OPERATOR(pg_catalog.-) EXTRACT(month FROM i) OPERATOR(pg_catalog.*) 2592000
-           OPERATOR(pg_catalog.-) EXTRACT(day FROM i) OPERATOR(pg_catalog.*) 86400
+           EXTRACT(epoch FROM i) OPERATOR(pg_catalog.-) (EXTRACT(year FROM i) OPERATOR(pg_catalog.*) 31557600)
+           OPERATOR(pg_catalog.-) (EXTRACT(month FROM i) OPERATOR(pg_catalog.*) 2592000)
+           OPERATOR(pg_catalog.-) (EXTRACT(day FROM i) OPERATOR(pg_catalog.*) 86400)
 $$;
 
 -- An interval as the library's messages print it (interval_out, in the
@@ -266,8 +263,8 @@ BEGIN
     ELSE
         f := idempotency_internal.idem_interval_parts(in_flight_wait);
     END IF;
-    ms := (f.months OPERATOR(pg_catalog.*) 30 OPERATOR(pg_catalog.+) f.days) OPERATOR(pg_catalog.*) 86400000
-          OPERATOR(pg_catalog.+) f.secs OPERATOR(pg_catalog.*) 1000;
+    ms := ((f.months OPERATOR(pg_catalog.*) 30 OPERATOR(pg_catalog.+) f.days) OPERATOR(pg_catalog.*) 86400000)
+          OPERATOR(pg_catalog.+) (f.secs OPERATOR(pg_catalog.*) 1000);
     IF in_flight_wait IS NOT NULL
        AND (f.months OPERATOR(pg_catalog.<) 0 OR f.days OPERATOR(pg_catalog.<) 0 OR f.secs OPERATOR(pg_catalog.<) 0
             OR ms OPERATOR(pg_catalog.>) 2147483647) THEN
@@ -350,11 +347,15 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
 #variable_conflict use_variable
 BEGIN
-    IF fence OPERATOR(pg_catalog.<) 4294967296 THEN
+    IF fence OPERATOR(pg_catalog.>=) 1 AND fence OPERATOR(pg_catalog.<) 4294967296 THEN
         RAISE EXCEPTION 'invalid idempotency fence'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = pg_catalog.format('fence is the value idem_begin answered with fresh (its fence column), or NULL, not %s.', fence),
-                  HINT = CASE WHEN fence OPERATOR(pg_catalog.>=) 1 THEN 'An attempt number is not a fence; pass the outcome''s fence.' ELSE '' END;
+                  HINT = 'An attempt number is not a fence; pass the outcome''s fence.';
+    ELSIF fence OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'invalid idempotency fence'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('fence is the value idem_begin answered with fresh (its fence column), or NULL, not %s.', fence);
     END IF;
 END;
 $$;

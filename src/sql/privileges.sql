@@ -63,7 +63,21 @@ DECLARE
 BEGIN
     FOR x IN
         SELECT DISTINCT o.kind, o.name, a.privilege_type, r.rolname
-        FROM pg_catalog.pg_depend d
+        FROM (SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
+              WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+                AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')
+              UNION ALL
+              -- The portable edition's plain script makes no extension: its
+              -- members are what its two schemas hold.
+              SELECT m.classid, m.objid
+              FROM (SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass AS classid, p.oid AS objid, p.pronamespace AS schema
+                    FROM pg_catalog.pg_proc p
+                    UNION ALL
+                    SELECT 'pg_catalog.pg_class'::pg_catalog.regclass, c.oid, c.relnamespace FROM pg_catalog.pg_class c
+                    UNION ALL
+                    SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid, t.typnamespace FROM pg_catalog.pg_type t) m
+              WHERE m.schema IN ('@extschema@'::pg_catalog.regnamespace, 'idempotency_internal'::pg_catalog.regnamespace)
+                AND NOT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')) d
         CROSS JOIN LATERAL (
             SELECT 'ROUTINE' AS kind, p.oid::pg_catalog.regprocedure::text AS name, p.proowner AS owner, p.proacl AS acl
             FROM pg_catalog.pg_proc p
@@ -80,9 +94,7 @@ BEGIN
             ) o
         CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
         JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
-        WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
-          AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'idempotency')
-          AND a.grantee <> o.owner
+        WHERE a.grantee <> o.owner
           -- pg_monitor keeps what this script grants it
           AND NOT (a.grantee = 'pg_monitor'::pg_catalog.regrole
                    AND ((a.privilege_type = 'SELECT'

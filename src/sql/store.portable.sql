@@ -200,6 +200,8 @@ RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 #variable_conflict use_variable
+DECLARE
+    n pg_catalog.int8;
 BEGIN
     IF store IS NULL AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.=) 'read committed' THEN
         INSERT INTO @extschema@.idempotency_record
@@ -219,7 +221,8 @@ BEGIN
             CASE WHEN recovers THEN ', recovery_point, recovery_state' ELSE '' END,
             CASE WHEN recovers THEN ', NULL, NULL' ELSE '' END)
         USING namespace, key, submitted, request, claimed_at, expires_at, fence;
-        RETURN FOUND;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        RETURN n > 0;
     EXCEPTION WHEN serialization_failure THEN
         RETURN NULL;
     END;
@@ -312,7 +315,7 @@ $$;
 -- one differs where docs/managed.md says.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_begin(caller oid, proof bytea, namespace text, key text,
                                                            request jsonb, replay_window interval,
-                                                           in_flight_wait interval)
+                                                           in_flight_wait interval, function text DEFAULT 'idem_begin')
 RETURNS @extschema@.idem_outcome
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
@@ -338,6 +341,7 @@ DECLARE
     taken record;
     locked_version timestamptz;
     looked record;
+    claimed boolean;
 BEGIN
     PERFORM idempotency_internal.idem_check_namespace(namespace);
     IF key IS NULL THEN
@@ -398,11 +402,14 @@ BEGIN
             RETURN idempotency_internal.idem_in_flight(submitted, r, p.lease);
         END IF;
         IF r.status IS NULL THEN
-            PERFORM idempotency_internal.idem_require_write(given_key, 'idem_begin', 'begin');
+            PERFORM idempotency_internal.idem_require_write(given_key, function, 'begin');
             fence := idempotency_internal.idem_draw_fence();
-            CASE idempotency_internal.idem_insert_claim(p.store, p.recovers, namespace, stored, submitted,
-                                                        CASE WHEN p.store_request THEN request END, now,
-                                                        now OPERATOR(pg_catalog.+) w, fence)
+            PERFORM pg_catalog.set_config('idempotency_internal.claiming', 'on', true);   -- for the claim guard
+            claimed := idempotency_internal.idem_insert_claim(p.store, p.recovers, namespace, stored, submitted,
+                                                              CASE WHEN p.store_request THEN request END, now,
+                                                              now OPERATOR(pg_catalog.+) w, fence);
+            PERFORM pg_catalog.set_config('idempotency_internal.claiming', 'off', true);
+            CASE claimed
             WHEN false THEN
                 CONTINUE;   -- a row appeared since the look: look again
             WHEN true THEN
@@ -410,6 +417,7 @@ BEGIN
             ELSE   -- a row committed after this transaction's snapshot
                 PERFORM idempotency_internal.idem_concurrent_change(given_key);
             END CASE;
+            PERFORM idempotency_internal.idem_open_claim(p, namespace, stored, fence);
             o.kind := 'fresh';
             o.submitted_hash := submitted;
             o.attempt := 1;
@@ -424,16 +432,19 @@ BEGIN
         IF r.status OPERATOR(pg_catalog.=) 'in_progress' AND r.request_hash OPERATOR(pg_catalog.=) submitted THEN
             IF NOT r.mine AND now OPERATOR(pg_catalog.>=) idempotency_internal.idem_takeover_from(r.updated_at, r.expires_at, p.lease)
                AND r.updated_at IS DISTINCT FROM locked_version THEN
-                PERFORM idempotency_internal.idem_require_write(given_key, 'idem_begin', 'begin');
+                PERFORM idempotency_internal.idem_require_write(given_key, function, 'begin');
                 fence := idempotency_internal.idem_draw_fence();
+                PERFORM pg_catalog.set_config('idempotency_internal.claiming', 'on', true);
                 taken := idempotency_internal.idem_take_over(p.store, p.recovers, namespace, stored, r.updated_at, now,
                                                              now OPERATOR(pg_catalog.+) w, fence);
+                PERFORM pg_catalog.set_config('idempotency_internal.claiming', 'off', true);
                 IF taken.attempt IS NULL THEN
                     -- Changed meanwhile, or locked by a late worker: look again,
                     -- and the same version still there is in flight.
                     locked_version := r.updated_at;
                     CONTINUE;
                 END IF;
+                PERFORM idempotency_internal.idem_open_claim(p, namespace, stored, fence);
                 o.kind := 'fresh';
                 o.submitted_hash := submitted;
                 o.attempt := taken.attempt;
@@ -570,7 +581,8 @@ BEGIN
     FOR i IN SELECT o FROM unnest(given) WITH ORDINALITY u(k, o) ORDER BY convert_to(u.k, 'UTF8'), o LOOP
         answers[i] := idempotency_internal.idem_begin(caller, proof, namespace, given[i], requests[i], replay_window,
                                                       CASE WHEN deadline IS NULL THEN interval '0'
-                                                           ELSE greatest(deadline - clock_timestamp(), interval '0') END);
+                                                           ELSE greatest(deadline - clock_timestamp(), interval '0') END,
+                                                      'idem_begin_batch');
     END LOOP;
     RETURN QUERY SELECT (a).* FROM unnest(answers[1:n]) a;
 END;
@@ -734,6 +746,7 @@ DECLARE
     stored text;
     store regclass;
     done boolean;
+    n bigint;
 BEGIN
     PERFORM idempotency_internal.idem_check_namespace(namespace);
     IF key IS NULL THEN
@@ -779,7 +792,8 @@ BEGIN
                            '          ELSE r.fence OPERATOR(pg_catalog.=) $6 END', store)
             USING namespace, stored, CASE WHEN committing THEN 'committed' ELSE 'failed' END,
                   CASE WHEN committing THEN payload END, CASE WHEN committing THEN NULL ELSE payload END, fence;
-            done := FOUND;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            done := n > 0;
         EXCEPTION WHEN serialization_failure THEN
             PERFORM idempotency_internal.idem_concurrent_change(given_key);
         END;
@@ -787,6 +801,9 @@ BEGIN
     IF NOT done THEN
         PERFORM idempotency_internal.idem_not_in_progress(p, namespace, stored, given_key,
                                                           CASE WHEN committing THEN 'commit' ELSE 'fail' END, fence);
+    END IF;
+    IF p.store IS NOT NULL THEN
+        DELETE FROM idempotency_internal.idem_open_claims o WHERE o.namespace = idem_finish.namespace AND o.key_value = stored;
     END IF;
 END;
 $$;
@@ -810,6 +827,7 @@ DECLARE
     store regclass;
     r idempotency_internal.idem_found;
     done boolean;
+    n bigint;
 BEGIN
     PERFORM idempotency_internal.idem_check_namespace(namespace);
     IF key IS NULL THEN
@@ -829,7 +847,8 @@ BEGIN
                        '          ELSE r.fence OPERATOR(pg_catalog.=) $3 END',
                        store, CASE WHEN p.recovers THEN ' AND r.recovery_point IS NULL' ELSE '' END)
         USING namespace, stored, fence;
-        done := FOUND;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        done := n > 0;
     EXCEPTION WHEN serialization_failure THEN
         PERFORM idempotency_internal.idem_concurrent_change(given_key);
     END;
@@ -849,6 +868,9 @@ BEGIN
                       HINT = 'Roll back instead and leave the claim to its lease, or finish it with idem_commit or idem_fail_permanent once you know what the earlier attempt did.';
         END IF;
         PERFORM idempotency_internal.idem_not_in_progress(p, namespace, stored, given_key, 'fail', fence);
+    END IF;
+    IF p.store IS NOT NULL THEN
+        DELETE FROM idempotency_internal.idem_open_claims o WHERE o.namespace = idem_forget.namespace AND o.key_value = stored;
     END IF;
 END;
 $$;
@@ -1062,8 +1084,8 @@ AS $$
       AND l.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
       AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
                                              WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-      AND l.classid::pg_catalog.int8 OPERATOR(pg_catalog.=) (tag OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 4294967295
-      AND l.objid::pg_catalog.int8 OPERATOR(pg_catalog.=) tag OPERATOR(pg_catalog.&) 4294967295
+      AND l.classid::pg_catalog.int8 OPERATOR(pg_catalog.=) ((tag OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 4294967295)
+      AND l.objid::pg_catalog.int8 OPERATOR(pg_catalog.=) (tag OPERATOR(pg_catalog.&) 4294967295)
 $$;
 
 -- The body of idem_key_state for role caller. The lock table is read
@@ -1235,6 +1257,24 @@ COMMENT ON FUNCTION idem_release_key(text, text) IS
 'Deletes one key''s record (refused while a transaction or a lease holds it); returns the status it had';
 
 
+-- A claim in a store the service owns, in a namespace without a lease,
+-- is recorded among this transaction's open claims until its end (the
+-- claim guard refuses a COMMIT that leaves one; triggers.portable.sql).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_open_claim(p idempotency_internal.idem_policy, namespace text,
+                                                                key text, fence bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF p.store IS NOT NULL AND p.lease OPERATOR(pg_catalog.<=) interval '0' THEN
+        INSERT INTO idempotency_internal.idem_open_claims AS o (namespace, key_value, store, fence)
+        VALUES (namespace, key, p.store, fence)
+        ON CONFLICT ON CONSTRAINT idem_open_claims_pkey DO UPDATE SET store = excluded.store, fence = excluded.fence;
+    END IF;
+END;
+$$;
+
 -- The claim guard -------------------------------------------------------------
 
 -- At COMMIT (or PREPARE TRANSACTION), for every row a store's write left
@@ -1249,32 +1289,41 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_variable
 DECLARE
     open boolean;
     others bigint;
     autocommit boolean := statement_timestamp() = transaction_timestamp();
-    cursors boolean;
+    cursors boolean := false;
+    name text;
 BEGIN
-    EXECUTE format('SELECT true FROM %s r WHERE r.namespace OPERATOR(pg_catalog.=) $1 AND r.key_value OPERATOR(pg_catalog.=) $2'
-                   ' AND r.status OPERATOR(pg_catalog.=) ''in_progress'' AND r.fence IS NOT DISTINCT FROM $3'
-                   ' AND idempotency_internal.idem_mine(r.xmin)', TG_RELID::regclass)
-    INTO open USING NEW.namespace, NEW.key_value, NEW.fence;
-    IF open IS NULL OR (SELECT coalesce(c.in_progress_lease, d.in_progress_lease, interval '0') > interval '0'
-                        FROM (SELECT NULL) x
-                        LEFT JOIN @extschema@.idem_defaults d ON true
-                        LEFT JOIN @extschema@.idem_namespace_config c ON c.namespace = NEW.namespace) THEN
+    IF TG_TABLE_NAME = 'idem_open_claims' THEN   -- a claim in a store the service owns (no lease)
+        open := EXISTS (SELECT FROM idempotency_internal.idem_open_claims o
+                        WHERE o.namespace = NEW.namespace AND o.key_value = NEW.key_value);
+    ELSE
+        open := EXISTS (SELECT FROM @extschema@.idempotency_record r
+                        WHERE r.namespace = NEW.namespace AND r.key_value = NEW.key_value AND r.status = 'in_progress'
+                          AND r.fence IS NOT DISTINCT FROM NEW.fence AND idempotency_internal.idem_mine(r.xmin))
+                AND NOT (SELECT coalesce(c.in_progress_lease, d.in_progress_lease, interval '0') > interval '0'
+                         FROM (SELECT) x
+                         LEFT JOIN @extschema@.idem_defaults d ON true
+                         LEFT JOIN @extschema@.idem_namespace_config c ON c.namespace = NEW.namespace);
+    END IF;
+    IF NOT open THEN
         RETURN NULL;
     END IF;
-    EXECUTE format('SELECT pg_catalog.count(*) FROM %s r WHERE r.status OPERATOR(pg_catalog.=) ''in_progress'''
-                   ' AND idempotency_internal.idem_mine(r.xmin)'
-                   ' AND NOT (r.namespace OPERATOR(pg_catalog.=) $1 AND r.key_value OPERATOR(pg_catalog.=) $2)'
-                   ' AND NOT EXISTS (SELECT FROM @extschema@.idem_namespace_config c'
-                   '                 WHERE c.namespace OPERATOR(pg_catalog.=) r.namespace'
-                   '                   AND c.in_progress_lease OPERATOR(pg_catalog.>) interval ''0'')',
-                   TG_RELID::regclass)
-    INTO others USING NEW.namespace, NEW.key_value;
-    cursors := EXISTS (SELECT FROM pg_cursors c WHERE c.is_holdable AND c.creation_time >= transaction_timestamp());
+    others := (SELECT count(*) FROM @extschema@.idempotency_record r
+               WHERE r.status = 'in_progress' AND idempotency_internal.idem_mine(r.xmin)
+                 AND NOT EXISTS (SELECT FROM @extschema@.idem_namespace_config c
+                                 WHERE c.namespace = r.namespace AND c.in_progress_lease > interval '0'))
+              + (SELECT count(*) FROM idempotency_internal.idem_open_claims) - 1;
+    -- COMMIT has run this transaction's WITH HOLD cursors to their end and
+    -- kept their rows before this trigger fires again for the claims they
+    -- made; the rollback would keep them: they are closed, as the library
+    -- closes them, and no row survives to report a claim rolled back.
+    FOR name IN SELECT c.name FROM pg_cursors c WHERE c.is_holdable AND c.creation_time >= transaction_timestamp() LOOP
+        EXECUTE format('CLOSE %I', name);
+        cursors := true;
+    END LOOP;
     RAISE EXCEPTION 'cannot % while idempotency key % is in progress%',
         CASE WHEN current_query() ~* '^\s*prepare\s' THEN 'prepare' ELSE 'commit' END,
         CASE WHEN EXISTS (SELECT FROM @extschema@.idem_namespace_config c WHERE c.namespace = NEW.namespace AND c.hash_keys)
@@ -1290,3 +1339,4 @@ BEGIN
               HINT = 'Finish every fresh attempt before COMMIT with idem_commit, idem_fail_permanent or idem_fail_transient; in autocommit mode, put begin, work and finish in one BEGIN ... COMMIT block or one function. An operation that spans transactions needs an in_progress_lease on its namespace.';
 END;
 $$;
+

@@ -10,21 +10,21 @@ CREATE OR REPLACE FUNCTION idempotency_internal.idem_store_columns(
 RETURNS SETOF record
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT c.n::integer, c.name, c.type::pg_catalog.regtype, c.not_null, c.definition
-    FROM (VALUES ('namespace', 'pg_catalog.text', true, 'text COLLATE "C" NOT NULL'),
-                 ('key_value', 'pg_catalog.text', true, 'text COLLATE "C" NOT NULL'),
-                 ('status', 'pg_catalog.text', true, 'text NOT NULL'),
-                 ('request_hash', 'pg_catalog.bytea', true, 'bytea NOT NULL'),
-                 ('request_payload', 'pg_catalog.jsonb', false, 'jsonb'),
-                 ('result_payload', 'pg_catalog.jsonb', false, 'jsonb'),
-                 ('error_payload', 'pg_catalog.jsonb', false, 'jsonb'),
-                 ('created_at', 'pg_catalog.timestamptz', true, 'timestamptz NOT NULL'),
-                 ('updated_at', 'pg_catalog.timestamptz', true, 'timestamptz NOT NULL'),
-                 ('expires_at', 'pg_catalog.timestamptz', true, 'timestamptz NOT NULL'),
-                 ('attempt', 'pg_catalog.int4', true, 'integer NOT NULL DEFAULT 1'),
-                 ('fence', 'pg_catalog.int8', false, 'bigint'),
-                 ('recovery_point', 'pg_catalog.text', false, 'text'),
-                 ('recovery_state', 'pg_catalog.jsonb', false, 'jsonb')) WITH ORDINALITY c(name, type, not_null, definition, n)
+    SELECT c.n, c.name, c.type::pg_catalog.regtype, c.not_null, c.definition
+    FROM (VALUES (1, 'namespace', 'pg_catalog.text', true, 'text COLLATE "C" NOT NULL'),
+                 (2, 'key_value', 'pg_catalog.text', true, 'text COLLATE "C" NOT NULL'),
+                 (3, 'status', 'pg_catalog.text', true, 'text NOT NULL'),
+                 (4, 'request_hash', 'pg_catalog.bytea', true, 'bytea NOT NULL'),
+                 (5, 'request_payload', 'pg_catalog.jsonb', false, 'jsonb'),
+                 (6, 'result_payload', 'pg_catalog.jsonb', false, 'jsonb'),
+                 (7, 'error_payload', 'pg_catalog.jsonb', false, 'jsonb'),
+                 (8, 'created_at', 'pg_catalog.timestamptz', true, 'timestamptz NOT NULL'),
+                 (9, 'updated_at', 'pg_catalog.timestamptz', true, 'timestamptz NOT NULL'),
+                 (10, 'expires_at', 'pg_catalog.timestamptz', true, 'timestamptz NOT NULL'),
+                 (11, 'attempt', 'pg_catalog.int4', true, 'integer NOT NULL DEFAULT 1'),
+                 (12, 'fence', 'pg_catalog.int8', false, 'bigint'),
+                 (13, 'recovery_point', 'pg_catalog.text', false, 'text'),
+                 (14, 'recovery_state', 'pg_catalog.jsonb', false, 'jsonb')) AS c(n, name, type, not_null, definition)
 $$;
 
 -- Whether a table has the recovery columns of 0.8.0's shape as its 13th
@@ -55,6 +55,50 @@ AS $$
       AND i.indkey[0] OPERATOR(pg_catalog.=) 1 AND i.indkey[1] OPERATOR(pg_catalog.=) 2
       AND c.relam OPERATOR(pg_catalog.=) (SELECT a.oid FROM pg_catalog.pg_am a WHERE a.amname OPERATOR(pg_catalog.=) 'btree')
     ORDER BY i.indisprimary DESC, i.indexrelid LIMIT 1
+$$;
+
+-- What of its owner's would run when the store writes a table owned by
+-- another role than the extension's owner (NULL: nothing). The library
+-- writes a store as its owner; PL/pgSQL cannot change roles inside the
+-- owner's functions, so the portable edition writes every store as the
+-- extension's owner, and a trigger, rule, row security policy, CHECK
+-- constraint, column default or generated column, or index expression of
+-- another role would run with the extension owner's rights. Such a table
+-- is refused (docs/managed.md); the claim guard the edition adds is its own.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_owners_code(store regclass)
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    t record;
+    what text;
+BEGIN
+    SELECT c.relname, c.relowner::regrole AS owner, c.relrowsecurity, c.relhasrules INTO t FROM pg_class c WHERE c.oid = store;
+    IF pg_has_role(current_user, t.owner, 'USAGE') AND pg_has_role(t.owner, current_user, 'USAGE') THEN
+        RETURN NULL;   -- the extension's owner owns it: what runs, runs as the table's owner
+    END IF;
+    what := coalesce(
+        (SELECT format('a trigger (%s)', g.tgname) FROM pg_trigger g
+         WHERE g.tgrelid = store AND NOT g.tgisinternal AND g.tgname <> 'idem_claim_guard' ORDER BY g.tgname LIMIT 1),
+        CASE WHEN t.relhasrules THEN 'a rule' END,
+        CASE WHEN t.relrowsecurity THEN 'row security' END,
+        (SELECT format('a CHECK constraint (%s)', k.conname) FROM pg_constraint k
+         WHERE k.conrelid = store AND k.contype = 'c' ORDER BY k.conname LIMIT 1),
+        (SELECT format('a column with a default or generated value (%s)', a.attname) FROM pg_attribute a
+         WHERE a.attrelid = store AND a.attnum > 0 AND NOT a.attisdropped AND (a.atthasdef OR a.attgenerated <> '')
+           AND NOT (a.attname = 'attempt'
+                    AND (SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d WHERE d.adrelid = store AND d.adnum = a.attnum) = '1')
+         ORDER BY a.attnum LIMIT 1),
+        (SELECT format('an index on an expression (%s)', i.indexrelid::regclass) FROM pg_index i
+         WHERE i.indrelid = store AND (i.indexprs IS NOT NULL OR i.indpred IS NOT NULL) ORDER BY 1 LIMIT 1));
+    IF what IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN format('%s is owned by %s, not by the extension''s owner %s, and has %s: the portable edition writes a store as the extension''s owner, which would run it with that role''s rights.',
+                  t.relname, t.owner, current_user, what);
+END;
 $$;
 
 -- What is wrong with a table as a store (NULLs: nothing), and for an older
@@ -129,6 +173,12 @@ BEGIN
                   WHERE i.indexrelid = key_index AND NOT c.collisdeterministic) THEN
         problem := format('The unique index of %s on (namespace, key_value) has a nondeterministic collation: keys must compare by their bytes.',
                           t.relname);
+    ELSE
+        problem := idempotency_internal.idem_owners_code(store);
+        IF problem IS NOT NULL THEN
+            fix := format('Give the table to the extension''s owner (ALTER TABLE %s OWNER TO %s), or remove what its owner added (docs/managed.md).',
+                          t.qualified, quote_ident(current_user));
+        END IF;
     END IF;
 END;
 $$;
