@@ -42,8 +42,12 @@ COMMENT ON FUNCTION idem_stats_reset() IS
 
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_stats_count_purged(rows bigint)
 RETURNS void
-LANGUAGE sql VOLATILE STRICT PARALLEL SAFE
-AS $$ SELECT $$;
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+AS $$
+BEGIN
+    RETURN;   -- no counters to add to
+END;
+$$;
 
 COMMENT ON FUNCTION idempotency_internal.idem_stats_count_purged(bigint) IS
 'Adds to the purged_rows counter (called by idem_purge)';

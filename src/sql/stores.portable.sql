@@ -337,6 +337,7 @@ CREATE OR REPLACE FUNCTION idempotency_internal.idem_store_count(store regclass,
 RETURNS bigint
 LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET row_security = off
 AS $$
 #variable_conflict use_variable
 DECLARE
@@ -345,7 +346,14 @@ BEGIN
     PERFORM idempotency_internal.idem_check_namespace(namespace);
     IF store IS NOT NULL AND NOT EXISTS (SELECT FROM pg_class t WHERE t.oid = store) THEN
         RETURN 0;
-    ELSIF store IS NOT NULL AND (idempotency_internal.idem_store_problem(store)).problem IS NOT NULL THEN
+    ELSIF store IS NOT NULL AND EXISTS (SELECT FROM pg_class t WHERE t.oid = store AND t.relforcerowsecurity)
+          AND idempotency_internal.idem_owners_code(store) IS NOT NULL THEN
+        -- Its owner's row security would run as the extension's owner.
+        RAISE EXCEPTION 'the store of idempotency namespace "%" cannot be used', namespace
+            USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = idempotency_internal.idem_owners_code(store),
+                  HINT = (idempotency_internal.idem_store_problem(store)).fix;
+    END IF;
+    IF store IS NOT NULL AND (idempotency_internal.idem_store_problem(store)).problem IS NOT NULL THEN
         IF EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = store AND a.attname = 'namespace' AND NOT a.attisdropped) THEN
             EXECUTE format('SELECT count(*) FROM %s r WHERE r.namespace::pg_catalog.text = $1', idempotency_internal.idem_bound_table(store))
             INTO n USING namespace;
