@@ -142,25 +142,40 @@ END;
 $$;
 
 -- Whether a row version this transaction can see was written by it (its
--- xmin a transaction id of this transaction or one of its
--- subtransactions): a version another transaction has not committed is
--- invisible, so a visible version whose writer is still in progress is
--- this transaction's. A transaction that has no id yet wrote nothing; its
--- ids are its top-level id or later ones, which places the 32-bit xmin in
--- its 64-bit epoch.
+-- xmin an id of this transaction or of one of its subtransactions): a
+-- version another transaction has not committed is invisible, so a visible
+-- version whose writer is still in progress is this transaction's. A
+-- transaction without an id wrote nothing; its ids are its top-level id or
+-- later ones, which places the 32-bit xmin in its 64-bit epoch. A version
+-- old enough to have been frozen can read as an id not yet given out:
+-- asking its status is an error then, which says it is not this
+-- transaction's.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_mine(x xid)
 RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 AS $$
-    SELECT coalesce(pg_catalog.pg_xact_status(
-               (CASE WHEN (t.top OPERATOR(pg_catalog.&) ~4294967295::pg_catalog.int8 OPERATOR(pg_catalog.|) o.low) OPERATOR(pg_catalog.<) t.top
-                     THEN (t.top OPERATOR(pg_catalog.&) ~4294967295::pg_catalog.int8 OPERATOR(pg_catalog.|) o.low) OPERATOR(pg_catalog.+) 4294967296
-                     ELSE t.top OPERATOR(pg_catalog.&) ~4294967295::pg_catalog.int8 OPERATOR(pg_catalog.|) o.low END
-               )::pg_catalog.text::pg_catalog.xid8) OPERATOR(pg_catalog.=) 'in progress', false)
-    FROM (SELECT x::pg_catalog.text::pg_catalog.int8 AS low) o,
-         (SELECT pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.text::pg_catalog.int8 AS top) t
-    WHERE t.top IS NOT NULL AND o.low OPERATOR(pg_catalog.>=) 3
-    UNION ALL SELECT false LIMIT 1
+DECLARE
+    top pg_catalog.int8 := pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.text::pg_catalog.int8;
+    low pg_catalog.int8 := x::pg_catalog.text::pg_catalog.int8;
+    candidate pg_catalog.int8;
+BEGIN
+    IF top IS NULL OR low OPERATOR(pg_catalog.<) 3 THEN
+        RETURN false;
+    END IF;
+    candidate := top OPERATOR(pg_catalog.+)
+                 ((low OPERATOR(pg_catalog.-) (top OPERATOR(pg_catalog.&) 4294967295)) OPERATOR(pg_catalog.+) 4294967296)
+                 OPERATOR(pg_catalog.%) 4294967296;   -- the first id from top on with these low bits
+    IF candidate OPERATOR(pg_catalog.=) top THEN
+        RETURN true;
+    ELSIF candidate OPERATOR(pg_catalog.<) pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::pg_catalog.text::pg_catalog.int8 THEN
+        RETURN pg_catalog.pg_xact_status(candidate::pg_catalog.text::pg_catalog.xid8) OPERATOR(pg_catalog.=) 'in progress';
+    END IF;
+    BEGIN
+        RETURN pg_catalog.pg_xact_status(candidate::pg_catalog.text::pg_catalog.xid8) OPERATOR(pg_catalog.=) 'in progress';
+    EXCEPTION WHEN invalid_parameter_value THEN   -- "transaction ID ... is in the future"
+        RETURN false;
+    END;
+END;
 $$;
 
 -- A length of time in seconds, as extract(epoch) counts an interval (days

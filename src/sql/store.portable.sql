@@ -118,6 +118,36 @@ BEGIN
 END;
 $$;
 
+-- Under REPEATABLE READ or SERIALIZABLE, whether a record of the key that
+-- this transaction's snapshot does not see was committed since: the
+-- insert of a placeholder finds it (ON CONFLICT raises 40001 for a row
+-- the snapshot cannot see), and is undone either way.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_exists_unseen(store regclass, namespace text, key text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.=) 'read committed'
+       OR pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RETURN false;
+    END IF;
+    BEGIN
+        EXECUTE pg_catalog.format('INSERT INTO %s (namespace, key_value, status, request_hash, created_at, updated_at,'
+                                  ' expires_at) VALUES ($1, $2, ''committed'', ''\x'', pg_catalog.now(), pg_catalog.now(),'
+                                  ' pg_catalog.now()) ON CONFLICT DO NOTHING',
+                                  coalesce(store, '@extschema@.idempotency_record'::pg_catalog.regclass))
+            USING namespace, key;
+        RAISE EXCEPTION USING ERRCODE = 'ZZ000';   -- nothing there: undo the placeholder
+    EXCEPTION
+        WHEN serialization_failure THEN
+            RETURN true;
+        WHEN SQLSTATE 'ZZ000' THEN
+            RETURN false;
+    END;
+END;
+$$;
+
 -- Raises 40001 for a key whose record another transaction recorded or
 -- changed after this transaction's snapshot was taken.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_concurrent_change(given_key text)
@@ -646,6 +676,9 @@ BEGIN
     IF r.status IS NOT NULL AND NOT r.mine THEN
         PERFORM idempotency_internal.idem_check_snapshot(p.store, namespace, stored, given_key);
     END IF;
+    IF r.status IS NULL AND idempotency_internal.idem_exists_unseen(p.store, namespace, stored) THEN
+        PERFORM idempotency_internal.idem_concurrent_change(given_key);
+    END IF;
     IF r.status IS NULL THEN
         IF NOT pg_catalog.pg_try_advisory_xact_lock(idempotency_internal.idem_tag(p.secret, 'k', namespace, stored)) THEN
             RAISE EXCEPTION 'cannot % idempotency key %: this transaction holds no claim on it', action, label
@@ -783,20 +816,16 @@ BEGIN
                    ELSE r.fence = idem_finish.fence END;
         done := FOUND;
     ELSE
-        BEGIN
-            EXECUTE format('UPDATE %s r SET status = $3, result_payload = $4, error_payload = $5,'
-                           ' updated_at = pg_catalog.clock_timestamp()'
-                           ' WHERE r.namespace OPERATOR(pg_catalog.=) $1 AND r.key_value OPERATOR(pg_catalog.=) $2'
-                           ' AND r.status OPERATOR(pg_catalog.=) ''in_progress'''
-                           ' AND CASE WHEN $6 IS NULL THEN idempotency_internal.idem_mine(r.xmin)'
-                           '          ELSE r.fence OPERATOR(pg_catalog.=) $6 END', store)
-            USING namespace, stored, CASE WHEN committing THEN 'committed' ELSE 'failed' END,
-                  CASE WHEN committing THEN payload END, CASE WHEN committing THEN NULL ELSE payload END, fence;
-            GET DIAGNOSTICS n = ROW_COUNT;
-            done := n > 0;
-        EXCEPTION WHEN serialization_failure THEN
-            PERFORM idempotency_internal.idem_concurrent_change(given_key);
-        END;
+        EXECUTE format('UPDATE %s r SET status = $3, result_payload = $4, error_payload = $5,'
+                       ' updated_at = pg_catalog.clock_timestamp()'
+                       ' WHERE r.namespace OPERATOR(pg_catalog.=) $1 AND r.key_value OPERATOR(pg_catalog.=) $2'
+                       ' AND r.status OPERATOR(pg_catalog.=) ''in_progress'''
+                       ' AND CASE WHEN $6 IS NULL THEN idempotency_internal.idem_mine(r.xmin)'
+                       '          ELSE r.fence OPERATOR(pg_catalog.=) $6 END', store)
+        USING namespace, stored, CASE WHEN committing THEN 'committed' ELSE 'failed' END,
+              CASE WHEN committing THEN payload END, CASE WHEN committing THEN NULL ELSE payload END, fence;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        done := n > 0;
     END IF;
     IF NOT done THEN
         PERFORM idempotency_internal.idem_not_in_progress(p, namespace, stored, given_key,
@@ -840,18 +869,14 @@ BEGIN
     PERFORM idempotency_internal.idem_require_write(given_key, 'idem_fail_transient', 'fail');
     stored := idempotency_internal.idem_stored_key(given_key, p.hash_keys);
     store := idempotency_internal.idem_store_table(p.store, namespace);
-    BEGIN
-        EXECUTE format('DELETE FROM %s r WHERE r.namespace OPERATOR(pg_catalog.=) $1 AND r.key_value OPERATOR(pg_catalog.=) $2'
+    EXECUTE format('DELETE FROM %s r WHERE r.namespace OPERATOR(pg_catalog.=) $1 AND r.key_value OPERATOR(pg_catalog.=) $2'
                        ' AND r.status OPERATOR(pg_catalog.=) ''in_progress'' AND r.attempt OPERATOR(pg_catalog.=) 1%s'
                        ' AND CASE WHEN $3 IS NULL THEN idempotency_internal.idem_mine(r.xmin)'
                        '          ELSE r.fence OPERATOR(pg_catalog.=) $3 END',
                        store, CASE WHEN p.recovers THEN ' AND r.recovery_point IS NULL' ELSE '' END)
-        USING namespace, stored, fence;
-        GET DIAGNOSTICS n = ROW_COUNT;
-        done := n > 0;
-    EXCEPTION WHEN serialization_failure THEN
-        PERFORM idempotency_internal.idem_concurrent_change(given_key);
-    END;
+    USING namespace, stored, fence;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    done := n > 0;
     IF NOT done THEN
         r := idempotency_internal.idem_look(p.store, p.recovers, namespace, stored);
         IF r.status = 'in_progress' AND (CASE WHEN fence IS NULL THEN r.mine ELSE r.fence = fence END)
@@ -1001,18 +1026,14 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = coalesce(problem.problem, ''),
                   HINT = coalesce(problem.fix, 'Copy the rows into a table idem_create_store makes, and bind the namespace to it.');
     END IF;
-    BEGIN
-        EXECUTE format('UPDATE %s r SET updated_at = pg_catalog.clock_timestamp(),%s'
+    EXECUTE format('UPDATE %s r SET updated_at = pg_catalog.clock_timestamp(),%s'
                        ' expires_at = GREATEST(r.expires_at, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+)'
                        '                      (r.expires_at OPERATOR(pg_catalog.-) r.updated_at))'
                        ' WHERE r.namespace OPERATOR(pg_catalog.=) $1 AND r.key_value OPERATOR(pg_catalog.=) $2'
                        ' AND r.status OPERATOR(pg_catalog.=) ''in_progress'' AND r.fence OPERATOR(pg_catalog.=) $3'
                        ' RETURNING r.updated_at',
                        store, CASE WHEN recording THEN ' recovery_point = $4, recovery_state = $5,' ELSE '' END)
-        INTO extended USING namespace, stored, fence, point, state;
-    EXCEPTION WHEN serialization_failure THEN
-        PERFORM idempotency_internal.idem_concurrent_change(given_key);
-    END;
+    INTO extended USING namespace, stored, fence, point, state;
     IF extended IS NULL THEN
         PERFORM idempotency_internal.idem_not_in_progress(p, namespace, stored, given_key,
             CASE WHEN recording THEN 'record a recovery point of' ELSE 'extend the lease of' END, fence);
