@@ -178,6 +178,42 @@ BEGIN
 END;
 $$;
 
+-- Whether a finished version written by writer may be answered from a
+-- look taken without the namespace's lock: its writer committed before
+-- snapshot seen (the policy's read) was taken, so that the version, and a
+-- record of its namespace, existed from that read until the look (while a
+-- namespace has records its policy cannot change). A frozen version keeps
+-- its raw xmin: one that reads as running at the snapshot or begun since
+-- is not answered (it may have been loaded frozen meanwhile, COPY ...
+-- FREEZE), unless it reads as later than every transaction begun yet: it
+-- is 2^31 transactions old or more then.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_settled(writer xid, seen pg_catalog.pg_snapshot)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+AS $$
+DECLARE
+    xmax pg_catalog.int8 := pg_catalog.pg_snapshot_xmax(seen)::pg_catalog.text::pg_catalog.int8;
+    back pg_catalog.int8;   -- how far before xmax the raw xmin is, modulo 2^32
+BEGIN
+    IF writer::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.<) 3 THEN
+        RETURN true;   -- frozen as before 9.4
+    END IF;
+    back := ((xmax OPERATOR(pg_catalog.&) 4294967295) OPERATOR(pg_catalog.-) writer::pg_catalog.text::pg_catalog.int8
+             OPERATOR(pg_catalog.+) 4294967296) OPERATOR(pg_catalog.%) 4294967296;
+    IF back OPERATOR(pg_catalog.>) 0 AND back OPERATOR(pg_catalog.<) 2147483648
+       AND xmax OPERATOR(pg_catalog.-) back OPERATOR(pg_catalog.>=) 3 THEN
+        RETURN pg_catalog.pg_visible_in_snapshot((xmax OPERATOR(pg_catalog.-) back)::pg_catalog.text::pg_catalog.xid8, seen);
+    END IF;
+    BEGIN   -- reads as begun at the snapshot or later: has that id been given out?
+        PERFORM pg_catalog.pg_xact_status((xmax OPERATOR(pg_catalog.+) (4294967296 OPERATOR(pg_catalog.-) back)
+                                           OPERATOR(pg_catalog.%) 4294967296)::pg_catalog.text::pg_catalog.xid8);
+        RETURN false;
+    EXCEPTION WHEN invalid_parameter_value THEN   -- "transaction ID ... is in the future"
+        RETURN true;
+    END;
+END;
+$$;
+
 -- A length of time in seconds, as extract(epoch) counts an interval (days
 -- of 24 hours, months of 30 days, years of 365.25 days), as an interval of
 -- time alone: a lease never moves by a calendar step in some time zone.
@@ -391,6 +427,15 @@ BEGIN
         PERFORM pg_catalog.pg_advisory_xact_lock_shared(tag);
     END IF;
 END;
+$$;
+
+-- Takes the namespace's lock in share mode, as a begin does, if it is free
+-- (or this transaction holds it already): whether it did.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_try_lock(secret bytea, namespace text)
+RETURNS boolean
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $$
+    SELECT pg_catalog.pg_try_advisory_xact_lock_shared(idempotency_internal.idem_tag(secret, 'n', namespace))
 $$;
 
 -- Raises PostgreSQL's 42501 unless caller may execute function: an

@@ -16,8 +16,8 @@
 -- which alone read and write the store.
 
 -- What a look at a key finds: the record's columns (the recovery columns
--- NULL in a store without them) and whether this transaction wrote the
--- version seen.
+-- NULL in a store without them), whether this transaction wrote the
+-- version seen, and the version's xmin.
 CREATE TYPE idempotency_internal.idem_found AS (
     status          text,
     request_hash    bytea,
@@ -31,7 +31,8 @@ CREATE TYPE idempotency_internal.idem_found AS (
     fence           bigint,
     recovery_point  text,
     recovery_state  jsonb,
-    mine            boolean
+    mine            boolean,
+    writer          xid
 );
 
 -- The table a namespace's records are in (store: NULL for the extension's),
@@ -75,14 +76,14 @@ BEGIN
     IF store IS NULL THEN
         SELECT r.status, r.request_hash, r.request_payload, r.result_payload, r.error_payload, r.created_at,
                r.updated_at, r.expires_at, r.attempt, r.fence, r.recovery_point, r.recovery_state,
-               idempotency_internal.idem_mine(r.xmin)
+               idempotency_internal.idem_mine(r.xmin), r.xmin
         INTO found
         FROM @extschema@.idempotency_record r
         WHERE r.namespace OPERATOR(pg_catalog.=) namespace AND r.key_value OPERATOR(pg_catalog.=) key;
     ELSE
         EXECUTE pg_catalog.format(
             'SELECT r.status, r.request_hash, r.request_payload, r.result_payload, r.error_payload, r.created_at,'
-            ' r.updated_at, r.expires_at, r.attempt, r.fence, %s, idempotency_internal.idem_mine(r.xmin)'
+            ' r.updated_at, r.expires_at, r.attempt, r.fence, %s, idempotency_internal.idem_mine(r.xmin), r.xmin'
             ' FROM %s r WHERE r.namespace OPERATOR(pg_catalog.=) $1 AND r.key_value OPERATOR(pg_catalog.=) $2',
             CASE WHEN recovers THEN 'r.recovery_point, r.recovery_state' ELSE 'NULL::pg_catalog.text, NULL::pg_catalog.jsonb' END,
             store)
@@ -317,35 +318,45 @@ BEGIN
 END;
 $$;
 
--- The namespace's policy for caller (idem_authorize) and the record of
--- key there (idem_look), read in one snapshot (a STABLE function's
--- statements share their caller's), so that the record found was kept
--- under the policy read: hash_keys, the pointers and the store cannot
--- change while a namespace has records. A store that cannot be used is not
--- looked at (r NULL): the begin says why after checking its arguments.
-CREATE OR REPLACE FUNCTION idempotency_internal.idem_first_look(caller oid, proof bytea, namespace text, key text,
-                                                                OUT p idempotency_internal.idem_policy,
-                                                                OUT r idempotency_internal.idem_found)
-LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+-- The namespace's policy for caller (idem_authorize), and the snapshot it
+-- was read in (to answer only versions committed before it: idem_settled).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_read_policy(caller oid, proof bytea, namespace text,
+                                                                 OUT p idempotency_internal.idem_policy,
+                                                                 OUT seen pg_catalog.pg_snapshot)
+LANGUAGE sql STABLE PARALLEL UNSAFE
 AS $$
-#variable_conflict use_variable
+    SELECT idempotency_internal.idem_authorize(caller, proof, namespace), pg_catalog.pg_current_snapshot()
+$$;
+
+-- Locks store as INSERT ... ON CONFLICT locks it (ROW EXCLUSIVE; ACCESS
+-- SHARE in a read-only transaction) before a begin's first look: a lock
+-- taken for the look and raised for the insert could deadlock with a
+-- REINDEX, or with a change that holds the table in SHARE mode and then
+-- waits for the namespace's lock.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_lock_store(store regclass)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
 BEGIN
-    p := idempotency_internal.idem_authorize(caller, proof, namespace);
-    IF p.store IS NULL OR (EXISTS (SELECT FROM pg_catalog.pg_class t WHERE t.oid OPERATOR(pg_catalog.=) p.store)
-                           AND (idempotency_internal.idem_store_problem(p.store)).problem IS NULL) THEN
-        r := idempotency_internal.idem_look(p.store, p.recovers, namespace,
-                                            idempotency_internal.idem_stored_key(key, p.hash_keys));
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS SHARE MODE', store);
+    ELSIF store OPERATOR(pg_catalog.=) '@extschema@.idempotency_record'::pg_catalog.regclass THEN
+        LOCK TABLE @extschema@.idempotency_record IN ROW EXCLUSIVE MODE;
+    ELSE
+        EXECUTE pg_catalog.format('LOCK TABLE %s IN ROW EXCLUSIVE MODE', store);
     END IF;
 END;
 $$;
 
 -- The body of idem_begin for role caller (with its proof): fresh (a new
 -- claim, or the takeover of an abandoned one), in_flight, prior_result,
--- prior_error or mismatch. docs/internals.md describes the library's; this
--- one differs where docs/managed.md says.
+-- prior_error or mismatch; with final_only (a batch's first pass), only a
+-- finished record's answer, NULL otherwise. docs/internals.md describes
+-- the library's; this one differs where docs/managed.md says.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_begin(caller oid, proof bytea, namespace text, key text,
                                                            request jsonb, replay_window interval,
-                                                           in_flight_wait interval, function text DEFAULT 'idem_begin')
+                                                           in_flight_wait interval, function text DEFAULT 'idem_begin',
+                                                           final_only boolean DEFAULT false)
 RETURNS @extschema@.idem_outcome
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
@@ -383,25 +394,39 @@ BEGIN
         RAISE EXCEPTION 'idempotency request must not be null'
             USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Pass a jsonb value; use ''null''::jsonb for a JSON null.';
     END IF;
-    SELECT * INTO looked FROM idempotency_internal.idem_first_look(caller, proof, namespace, given_key);
-    p := looked.p;
-    r := looked.r;
-    w := idempotency_internal.idem_window(replay_window, p, namespace);
-    PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
-    submitted := @extschema@.idem_request_hash(request, p.ignore);
-    wait_ms := idempotency_internal.idem_wait_ms(in_flight_wait, p);
-    PERFORM idempotency_internal.idem_store_table(p.store, namespace);
-    -- A finished record is final: answered without a lock.
-    IF r.status OPERATOR(pg_catalog.<>) 'in_progress' THEN
-        PERFORM idempotency_internal.idem_check_snapshot(p.store, namespace,
-                                                         idempotency_internal.idem_stored_key(given_key, p.hash_keys), given_key);
-        RETURN idempotency_internal.idem_finished(r, submitted, p.store_request);
-    END IF;
-    -- Anything else is decided under the namespace's lock, with its policy
-    -- read again under it (a change of how keys are stored waits for the
-    -- namespace's begins), and then under the key's lock.
+    -- The first look, in a subtransaction: a begin that must wait for the
+    -- namespace's lock gives back the table locks the look took, since the
+    -- change holding it may go on to drop or alter that table.
+    BEGIN
+        SELECT * INTO looked FROM idempotency_internal.idem_read_policy(caller, proof, namespace);
+        p := looked.p;
+        w := idempotency_internal.idem_window(replay_window, p, namespace);
+        PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
+        submitted := @extschema@.idem_request_hash(request, p.ignore);
+        wait_ms := idempotency_internal.idem_wait_ms(in_flight_wait, p);
+        PERFORM idempotency_internal.idem_lock_store(idempotency_internal.idem_store_table(p.store, namespace));
+        r := idempotency_internal.idem_look(p.store, p.recovers, namespace,
+                                            idempotency_internal.idem_stored_key(given_key, p.hash_keys));
+        -- A finished record is final: answered without the namespace's
+        -- lock, when it was there before the policy was read.
+        IF r.status OPERATOR(pg_catalog.<>) 'in_progress'
+           AND (r.mine OR idempotency_internal.idem_settled(r.writer, looked.seen)) THEN
+            PERFORM idempotency_internal.idem_check_snapshot(p.store, namespace,
+                                                             idempotency_internal.idem_stored_key(given_key, p.hash_keys), given_key);
+            RETURN idempotency_internal.idem_finished(r, submitted, p.store_request);
+        ELSIF final_only THEN
+            RETURN NULL;
+        END IF;
+        -- Anything else is decided under the namespace's lock, with its
+        -- policy read again under it (a change of how keys are stored waits
+        -- for the namespace's begins), and then under the key's lock.
+        IF NOT idempotency_internal.idem_try_lock(p.secret, namespace) THEN
+            RAISE EXCEPTION USING ERRCODE = 'ZZ000';   -- to wait holding none of the look's locks
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'ZZ000' THEN
+        PERFORM idempotency_internal.idem_lock(p.secret, namespace, false);
+    END;
     first := p;
-    PERFORM idempotency_internal.idem_lock(p.secret, namespace, false);
     p := idempotency_internal.idem_authorize(caller, proof, namespace);
     w := idempotency_internal.idem_window(replay_window, p, namespace);
     PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
@@ -541,6 +566,7 @@ DECLARE
     i integer;
     checked record;
     size bigint;
+    order_ integer[];
 BEGIN
     PERFORM idempotency_internal.idem_check_namespace(namespace);
     FOR i IN 1..2 LOOP
@@ -608,7 +634,26 @@ BEGIN
         deadline := clock_timestamp() + make_interval(secs => wait_ms / 1000);
     END IF;
     answers := array_fill(NULL::@extschema@.idem_outcome, ARRAY[greatest(n, 1)]);
-    FOR i IN SELECT o FROM unnest(given) WITH ORDINALITY u(k, o) ORDER BY convert_to(u.k, 'UTF8'), o LOOP
+    order_ := ARRAY(SELECT o FROM unnest(given) WITH ORDINALITY u(k, o) ORDER BY convert_to(u.k, 'UTF8'), o);
+    -- The first pass, in a subtransaction: the finished records' answers;
+    -- if keys are left and the namespace's lock is not free, the pass's
+    -- table locks are given back before the wait for it (as a single
+    -- begin's first look's are).
+    BEGIN
+        FOREACH i IN ARRAY order_ LOOP
+            answers[i] := idempotency_internal.idem_begin(caller, proof, namespace, given[i], requests[i], replay_window,
+                                                          interval '0', 'idem_begin_batch', true);
+        END LOOP;
+        IF EXISTS (SELECT FROM unnest(answers[1:n]) a WHERE a.kind IS NULL)
+           AND NOT idempotency_internal.idem_try_lock(p.secret, namespace) THEN
+            RAISE EXCEPTION USING ERRCODE = 'ZZ000';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'ZZ000' THEN
+        PERFORM idempotency_internal.idem_lock(p.secret, namespace, false);
+    END;
+    -- The second: the keys left, as idem_begin begins them.
+    FOREACH i IN ARRAY order_ LOOP
+        CONTINUE WHEN (answers[i]).kind IS NOT NULL;
         answers[i] := idempotency_internal.idem_begin(caller, proof, namespace, given[i], requests[i], replay_window,
                                                       CASE WHEN deadline IS NULL THEN interval '0'
                                                            ELSE greatest(deadline - clock_timestamp(), interval '0') END,
