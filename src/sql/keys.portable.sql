@@ -43,34 +43,35 @@ $$;
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_check_namespace(namespace text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
     at integer;
     code integer;
 BEGIN
-    IF namespace ~ '^[a-z0-9_-]{1,64}$' THEN
+    IF namespace OPERATOR(pg_catalog.~) '^[a-z0-9_-]{1,64}$' THEN
         RETURN;
     ELSIF namespace IS NULL THEN
         RAISE EXCEPTION 'idempotency namespace must not be null'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'Pass a namespace of 1 to 64 characters: a-z, 0-9, "-" and "_".';
-    ELSIF namespace = '' THEN
+    ELSIF namespace OPERATOR(pg_catalog.=) '' THEN
         RAISE EXCEPTION 'invalid idempotency namespace'
             USING ERRCODE = 'invalid_parameter_value', DETAIL = 'The namespace is empty; it must be 1 to 64 characters.';
-    ELSIF namespace ~ '[^a-z0-9_-]' THEN
-        at := length(substring(namespace FROM '^[a-z0-9_-]*')) + 1;
-        code := (idempotency_internal.idem_code_points(substr(namespace, at, 1)))[1];
+    ELSIF namespace OPERATOR(pg_catalog.~) '[^a-z0-9_-]' THEN
+        at := pg_catalog.length(pg_catalog.substring(namespace, '^[a-z0-9_-]*')) OPERATOR(pg_catalog.+) 1;
+        code := (idempotency_internal.idem_code_points(pg_catalog.substr(namespace, at, 1)))[1];
         RAISE EXCEPTION 'invalid idempotency namespace'
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('Character %s at position %s is not allowed; use only lower-case a-z, digits 0-9, "-" and "_".',
-                                  CASE WHEN code > 32 AND code < 127 AND code <> 34 THEN '"' || chr(code) || '"'
-                                       ELSE idempotency_internal.idem_u_plus(code) END, at);
+                  DETAIL = pg_catalog.format('Character %s at position %s is not allowed; use only lower-case a-z, digits 0-9, "-" and "_".',
+                                             CASE WHEN code OPERATOR(pg_catalog.>) 32 AND code OPERATOR(pg_catalog.<) 127
+                                                       AND code OPERATOR(pg_catalog.<>) 34
+                                                  THEN '"' OPERATOR(pg_catalog.||) pg_catalog.chr(code) OPERATOR(pg_catalog.||) '"'
+                                                  ELSE idempotency_internal.idem_u_plus(code) END, at);
     END IF;
     RAISE EXCEPTION 'invalid idempotency namespace'
         USING ERRCODE = 'invalid_parameter_value',
-              DETAIL = format('The namespace is %s characters long; the limit is 64.', length(namespace));
+              DETAIL = pg_catalog.format('The namespace is %s characters long; the limit is 64.', pg_catalog.length(namespace));
 END;
 $$;
 

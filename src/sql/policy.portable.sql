@@ -9,7 +9,9 @@
 -- What the store needs of a namespace: its settings (its own, else the
 -- defaults'), its store (NULL: the extension's table) and whether that
 -- store keeps recovery points, what its fingerprint ignores, and the lock
--- secret its lock tags are keyed with.
+-- secret its lock tags are keyed with; and the snapshot it was read in
+-- (a begin answers without the namespace's lock only versions committed
+-- before it: idem_settled).
 CREATE TYPE idempotency_internal.idem_policy AS (
     registered         boolean,
     hash_keys          boolean,
@@ -22,7 +24,8 @@ CREATE TYPE idempotency_internal.idem_policy AS (
     max_payload_bytes  integer,
     in_flight_wait     interval,
     ignore             text[],
-    secret             bytea
+    secret             bytea,
+    seen               pg_catalog.pg_snapshot
 );
 
 -- The namespace's policy for role caller, whose proof (idem_caller) is
@@ -39,41 +42,47 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     p idempotency_internal.idem_policy;
-    c @extschema@.idem_namespace_config;
-    d @extschema@.idem_defaults;
+    r record;
 BEGIN
-    SELECT s.secret INTO p.secret FROM idempotency_internal.idem_lock_secret s;
-    IF caller IS NULL OR proof IS DISTINCT FROM idempotency_internal.idem_proof(p.secret, caller) THEN
+    SELECT s.secret, c.namespace IS NOT NULL AS registered, c.hash_keys, c.store, c.store_request,
+           c.replay_window, c.in_progress_lease, c.max_payload_bytes, c.fingerprint_ignore,
+           d.require_registered, d.store_request AS d_store_request, d.replay_window AS d_replay_window,
+           d.in_progress_lease AS d_lease, d.max_payload_bytes AS d_max_payload_bytes, d.in_flight_wait AS d_in_flight_wait,
+           (pg_catalog.pg_has_role(caller, current_user::pg_catalog.name, 'USAGE')
+            OR EXISTS (SELECT FROM @extschema@.idem_namespace_grant g
+                       JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid
+                       WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+                         AND pg_catalog.pg_has_role(caller, o.oid, 'USAGE'))) AS granted
+    INTO r
+    FROM idempotency_internal.idem_lock_secret s
+    LEFT JOIN @extschema@.idem_namespace_config c ON c.namespace OPERATOR(pg_catalog.=) namespace
+    LEFT JOIN (SELECT * FROM @extschema@.idem_defaults x LIMIT 1) d ON true;
+    IF caller IS NULL OR proof IS DISTINCT FROM idempotency_internal.idem_proof(r.secret, caller) THEN
         RAISE EXCEPTION 'permission denied for idempotency namespace "%"', namespace
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'The call did not come through the idempotency API with its caller''s proof.';
-    END IF;
-    SELECT * INTO c FROM @extschema@.idem_namespace_config x WHERE x.namespace OPERATOR(pg_catalog.=) namespace;
-    IF NOT pg_catalog.pg_has_role(caller, current_user::pg_catalog.name, 'USAGE')
-       AND NOT EXISTS (SELECT FROM @extschema@.idem_namespace_grant g
-                       JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid
-                       WHERE g.namespace OPERATOR(pg_catalog.=) namespace AND pg_catalog.pg_has_role(caller, r.oid, 'USAGE')) THEN
+    ELSIF NOT r.granted THEN
         RAISE EXCEPTION 'permission denied for idempotency namespace "%"', namespace
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'The namespace''s administrator grants it with idem_grant(namespace, role).';
-    END IF;
-    SELECT * INTO d FROM @extschema@.idem_defaults x LIMIT 1;
-    p.registered := c.namespace IS NOT NULL;
-    IF d.require_registered AND NOT p.registered THEN
+    ELSIF r.require_registered AND NOT r.registered THEN
         RAISE EXCEPTION 'idempotency namespace "%" is not registered', namespace
             USING ERRCODE = 'undefined_object',
                   DETAIL = 'The defaults require registered namespaces (idem_namespace_defaults); register it with idem_namespace_configure.';
     END IF;
-    p.hash_keys := coalesce(c.hash_keys, false);
-    p.store := c.store;
-    p.recovers := c.store IS NULL OR idempotency_internal.idem_recovers(c.store);
-    p.store_request := coalesce(c.store_request, d.store_request, true);
-    p.replay_window := coalesce(c.replay_window, d.replay_window, interval '24 hours');
-    p.has_replay_window := c.replay_window IS NOT NULL;
-    p.lease := coalesce(c.in_progress_lease, d.in_progress_lease, interval '0');
-    p.max_payload_bytes := coalesce(c.max_payload_bytes, d.max_payload_bytes, 16777216);
-    p.in_flight_wait := coalesce(d.in_flight_wait, interval '0');
-    p.ignore := c.fingerprint_ignore;
+    p.secret := r.secret;
+    p.registered := r.registered;
+    p.hash_keys := coalesce(r.hash_keys, false);
+    p.store := r.store;
+    p.recovers := r.store IS NULL OR idempotency_internal.idem_recovers(r.store);
+    p.store_request := coalesce(r.store_request, r.d_store_request, true);
+    p.replay_window := coalesce(r.replay_window, r.d_replay_window, interval '24 hours');
+    p.has_replay_window := r.replay_window IS NOT NULL;
+    p.lease := coalesce(r.in_progress_lease, r.d_lease, interval '0');
+    p.max_payload_bytes := coalesce(r.max_payload_bytes, r.d_max_payload_bytes, 16777216);
+    p.in_flight_wait := coalesce(r.d_in_flight_wait, interval '0');
+    p.ignore := r.fingerprint_ignore;
+    p.seen := pg_catalog.pg_current_snapshot();
     IF p.ignore IS NOT NULL THEN   -- pointers written by hand that are not pointers fail every call, named
         PERFORM idempotency_internal.idem_pointer_tokens(p.ignore, namespace);
     END IF;
@@ -85,19 +94,19 @@ $$;
 -- hash_keys namespace, and (its first 12 digits) how messages name a key.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_key_hex(key text)
 RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $$ SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(key, 'UTF8')), 'hex') $$;
 
 -- How messages name a key: sha256: and 12 hex digits, never the key.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_label(key text)
 RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $$ SELECT 'sha256:' OPERATOR(pg_catalog.||) pg_catalog.left(idempotency_internal.idem_key_hex(key), 12) OPERATOR(pg_catalog.||) '...' $$;
 
 -- The key as the store keeps it: the key, or with hash_keys its hex SHA-256.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_stored_key(key text, hash_keys boolean)
 RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $$ SELECT CASE WHEN hash_keys THEN idempotency_internal.idem_key_hex(key) ELSE key END $$;
 
 -- A lock tag: 64 bits of SHA-256 over the secret, a kind ('k' a key, 'n' a
@@ -108,7 +117,7 @@ AS $$ SELECT CASE WHEN hash_keys THEN idempotency_internal.idem_key_hex(key) ELS
 -- 2^-64 a pair.)
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_tag(secret bytea, kind text, namespace text, key text DEFAULT NULL)
 RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
     SELECT ('x' OPERATOR(pg_catalog.||) pg_catalog.encode(pg_catalog.substr(pg_catalog.sha256(
                secret OPERATOR(pg_catalog.||) pg_catalog.convert_to(kind, 'UTF8')
@@ -239,13 +248,15 @@ $$;
 -- the time in seconds (exact: extract() is numeric).
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_interval_parts(i interval, OUT months bigint, OUT days bigint,
                                                                     OUT secs numeric)
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
-    SELECT (EXTRACT(year FROM i) OPERATOR(pg_catalog.*) 12 OPERATOR(pg_catalog.+) EXTRACT(month FROM i))::pg_catalog.int8,
-           EXTRACT(day FROM i)::pg_catalog.int8,
-           EXTRACT(epoch FROM i) OPERATOR(pg_catalog.-) (EXTRACT(year FROM i) OPERATOR(pg_catalog.*) 31557600)
-           OPERATOR(pg_catalog.-) (EXTRACT(month FROM i) OPERATOR(pg_catalog.*) 2592000)
-           OPERATOR(pg_catalog.-) (EXTRACT(day FROM i) OPERATOR(pg_catalog.*) 86400)
+BEGIN
+    months := (EXTRACT(year FROM i) OPERATOR(pg_catalog.*) 12 OPERATOR(pg_catalog.+) EXTRACT(month FROM i))::pg_catalog.int8;
+    days := EXTRACT(day FROM i)::pg_catalog.int8;
+    secs := EXTRACT(epoch FROM i) OPERATOR(pg_catalog.-) (EXTRACT(year FROM i) OPERATOR(pg_catalog.*) 31557600)
+            OPERATOR(pg_catalog.-) (EXTRACT(month FROM i) OPERATOR(pg_catalog.*) 2592000)
+            OPERATOR(pg_catalog.-) (EXTRACT(day FROM i) OPERATOR(pg_catalog.*) 86400);
+END;
 $$;
 
 -- An interval as the library's messages print it (interval_out, in the
@@ -309,7 +320,9 @@ DECLARE
     f record;
     ms pg_catalog.numeric;
 BEGIN
-    IF in_flight_wait IS NULL THEN
+    IF in_flight_wait IS NULL AND p.in_flight_wait OPERATOR(pg_catalog.=) interval '0' THEN
+        RETURN 0;   -- the usual case
+    ELSIF in_flight_wait IS NULL THEN
         f := idempotency_internal.idem_interval_parts(p.in_flight_wait);
     ELSE
         f := idempotency_internal.idem_interval_parts(in_flight_wait);
@@ -339,12 +352,18 @@ AS $$ SELECT pg_catalog.pg_column_size(pg_catalog.jsonb_build_array(payload) OPE
 -- The size of payload when it is larger than max_bytes, else NULL.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_oversize(payload jsonb, max_bytes integer)
 RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
-    SELECT s.size FROM (SELECT CASE WHEN pg_catalog.pg_column_compression(payload) IS NULL
-                                         AND pg_catalog.pg_column_size(payload) OPERATOR(pg_catalog.<=) max_bytes
-                                    THEN 0 ELSE idempotency_internal.idem_jsonb_bytes(payload) END AS size) s
-    WHERE s.size OPERATOR(pg_catalog.>) max_bytes
+DECLARE
+    size pg_catalog.int8;
+BEGIN
+    IF pg_catalog.pg_column_compression(payload) IS NULL
+       AND pg_catalog.pg_column_size(payload) OPERATOR(pg_catalog.<=) max_bytes THEN
+        RETURN NULL;   -- uncompressed, its size as stored is its size
+    END IF;
+    size := idempotency_internal.idem_jsonb_bytes(payload);
+    RETURN CASE WHEN size OPERATOR(pg_catalog.>) max_bytes THEN size END;
+END;
 $$;
 
 -- Raises 54000 when payload (what: request, result, error, recovery

@@ -318,16 +318,6 @@ BEGIN
 END;
 $$;
 
--- The namespace's policy for caller (idem_authorize), and the snapshot it
--- was read in (to answer only versions committed before it: idem_settled).
-CREATE OR REPLACE FUNCTION idempotency_internal.idem_read_policy(caller oid, proof bytea, namespace text,
-                                                                 OUT p idempotency_internal.idem_policy,
-                                                                 OUT seen pg_catalog.pg_snapshot)
-LANGUAGE sql STABLE PARALLEL UNSAFE
-AS $$
-    SELECT idempotency_internal.idem_authorize(caller, proof, namespace), pg_catalog.pg_current_snapshot()
-$$;
-
 -- Locks store as INSERT ... ON CONFLICT locks it (ROW EXCLUSIVE; ACCESS
 -- SHARE in a read-only transaction) before a begin's first look: a lock
 -- taken for the look and raised for the insert could deadlock with a
@@ -398,8 +388,7 @@ BEGIN
     -- namespace's lock gives back the table locks the look took, since the
     -- change holding it may go on to drop or alter that table.
     BEGIN
-        SELECT * INTO looked FROM idempotency_internal.idem_read_policy(caller, proof, namespace);
-        p := looked.p;
+        p := idempotency_internal.idem_authorize(caller, proof, namespace);
         w := idempotency_internal.idem_window(replay_window, p, namespace);
         PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
         submitted := @extschema@.idem_request_hash(request, p.ignore);
@@ -410,7 +399,7 @@ BEGIN
         -- A finished record is final: answered without the namespace's
         -- lock, when it was there before the policy was read.
         IF r.status OPERATOR(pg_catalog.<>) 'in_progress'
-           AND (r.mine OR idempotency_internal.idem_settled(r.writer, looked.seen)) THEN
+           AND (r.mine OR idempotency_internal.idem_settled(r.writer, p.seen)) THEN
             PERFORM idempotency_internal.idem_check_snapshot(p.store, namespace,
                                                              idempotency_internal.idem_stored_key(given_key, p.hash_keys), given_key);
             RETURN idempotency_internal.idem_finished(r, submitted, p.store_request);
