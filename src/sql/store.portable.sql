@@ -10,7 +10,7 @@
 --     a first look without any lock, as the library does.
 --   * The COMMIT of a transaction with a claim left in progress in a
 --     namespace without a lease is refused by a deferred constraint trigger
---     (idem_claim_guard, triggers.portable.sql).
+--     on the claim's mark (idem_open_claims, idem_claim_guard).
 -- The API's functions (below) run as their caller and pass who that is,
 -- with its proof (caller.portable.sql), to the owner's functions here,
 -- which alone read and write the store.
@@ -33,6 +33,20 @@ CREATE TYPE idempotency_internal.idem_found AS (
     recovery_state  jsonb,
     mine            boolean,
     writer          xid
+);
+
+-- The open claims of this transaction in namespaces without a lease, for
+-- the claim guard: a begin inserts one with its claim; at COMMIT the guard
+-- removes those whose claim has ended and refuses the COMMIT while one is
+-- open. No row outlives its transaction, so the table is unlogged; it is
+-- the only table the guard's trigger is on, so that no DDL on a store ever
+-- meets a pending trigger event.
+CREATE UNLOGGED TABLE idempotency_internal.idem_open_claims (
+    namespace text COLLATE "C" NOT NULL,
+    key_value text COLLATE "C" NOT NULL,
+    store     regclass NOT NULL,
+    fence     bigint NOT NULL,
+    CONSTRAINT idem_open_claims_pkey PRIMARY KEY (namespace, key_value)
 );
 
 -- The table a namespace's records are in (store: NULL for the extension's),
@@ -448,11 +462,9 @@ BEGIN
         IF r.status IS NULL THEN
             PERFORM idempotency_internal.idem_require_write(given_key, function, 'begin');
             fence := idempotency_internal.idem_draw_fence();
-            PERFORM pg_catalog.set_config('idempotency_internal.claiming', 'on', true);   -- for the claim guard
             claimed := idempotency_internal.idem_insert_claim(p.store, p.recovers, namespace, stored, submitted,
                                                               CASE WHEN p.store_request THEN request END, now,
                                                               now OPERATOR(pg_catalog.+) w, fence);
-            PERFORM pg_catalog.set_config('idempotency_internal.claiming', 'off', true);
             CASE claimed
             WHEN false THEN
                 CONTINUE;   -- a row appeared since the look: look again
@@ -478,10 +490,8 @@ BEGIN
                AND r.updated_at IS DISTINCT FROM locked_version THEN
                 PERFORM idempotency_internal.idem_require_write(given_key, function, 'begin');
                 fence := idempotency_internal.idem_draw_fence();
-                PERFORM pg_catalog.set_config('idempotency_internal.claiming', 'on', true);
                 taken := idempotency_internal.idem_take_over(p.store, p.recovers, namespace, stored, r.updated_at, now,
                                                              now OPERATOR(pg_catalog.+) w, fence);
-                PERFORM pg_catalog.set_config('idempotency_internal.claiming', 'off', true);
                 IF taken.attempt IS NULL THEN
                     -- Changed meanwhile, or locked by a late worker: look again,
                     -- and the same version still there is in flight.
@@ -865,9 +875,6 @@ BEGIN
         PERFORM idempotency_internal.idem_not_in_progress(p, namespace, stored, given_key,
                                                           CASE WHEN committing THEN 'commit' ELSE 'fail' END, fence);
     END IF;
-    IF p.store IS NOT NULL THEN
-        DELETE FROM idempotency_internal.idem_open_claims o WHERE o.namespace = idem_finish.namespace AND o.key_value = stored;
-    END IF;
 END;
 $$;
 
@@ -927,9 +934,6 @@ BEGIN
                       HINT = 'Roll back instead and leave the claim to its lease, or finish it with idem_commit or idem_fail_permanent once you know what the earlier attempt did.';
         END IF;
         PERFORM idempotency_internal.idem_not_in_progress(p, namespace, stored, given_key, 'fail', fence);
-    END IF;
-    IF p.store IS NOT NULL THEN
-        DELETE FROM idempotency_internal.idem_open_claims o WHERE o.namespace = idem_forget.namespace AND o.key_value = stored;
     END IF;
 END;
 $$;
@@ -1312,9 +1316,9 @@ COMMENT ON FUNCTION idem_release_key(text, text) IS
 'Deletes one key''s record (refused while a transaction or a lease holds it); returns the status it had';
 
 
--- A claim in a store the service owns, in a namespace without a lease,
--- is recorded among this transaction's open claims until its end (the
--- claim guard refuses a COMMIT that leaves one; triggers.portable.sql).
+-- Marks a claim in a namespace without a lease for the claim guard: a row
+-- of idempotency_internal.idem_open_claims, written in the claiming
+-- (sub)transaction and undone with it.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_open_claim(p idempotency_internal.idem_policy, namespace text,
                                                                 key text, fence bigint)
 RETURNS void
@@ -1322,9 +1326,9 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 #variable_conflict use_variable
 BEGIN
-    IF p.store IS NOT NULL AND p.lease OPERATOR(pg_catalog.<=) interval '0' THEN
+    IF p.lease OPERATOR(pg_catalog.<=) interval '0' THEN
         INSERT INTO idempotency_internal.idem_open_claims AS o (namespace, key_value, store, fence)
-        VALUES (namespace, key, p.store, fence)
+        VALUES (namespace, key, coalesce(p.store, '@extschema@.idempotency_record'::pg_catalog.regclass), fence)
         ON CONFLICT ON CONSTRAINT idem_open_claims_pkey DO UPDATE SET store = excluded.store, fence = excluded.fence;
     END IF;
 END;
@@ -1332,12 +1336,32 @@ $$;
 
 -- The claim guard -------------------------------------------------------------
 
--- At COMMIT (or PREPARE TRANSACTION), for every row a store's write left
--- in progress in this transaction (a deferred constraint trigger,
+-- Whether the claim a mark stands for is still open: its record in
+-- progress, under the mark's fence, written by this transaction.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_claim_open(o idempotency_internal.idem_open_claims)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+AS $$
+DECLARE
+    open boolean;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_class t WHERE t.oid OPERATOR(pg_catalog.=) o.store) THEN
+        RETURN false;   -- its store was dropped, and the record with it
+    END IF;
+    EXECUTE pg_catalog.format('SELECT EXISTS (SELECT FROM %s r WHERE r.namespace OPERATOR(pg_catalog.=) $1'
+                              ' AND r.key_value OPERATOR(pg_catalog.=) $2 AND r.status OPERATOR(pg_catalog.=) ''in_progress'''
+                              ' AND r.fence OPERATOR(pg_catalog.=) $3 AND idempotency_internal.idem_mine(r.xmin))', o.store)
+        INTO open USING o.namespace, o.key_value, o.fence;
+    RETURN open;
+END;
+$$;
+
+-- At COMMIT (or PREPARE TRANSACTION), for each claim this transaction
+-- marked (a deferred constraint trigger on idem_open_claims,
 -- triggers.portable.sql): refused (25000), and the transaction rolled
--- back, while the claim it made is still open in a namespace without a
--- lease: committed, the record would answer in_flight to every retry with
--- no work behind it.
+-- back, while the claim is still open: committed, its record would answer
+-- in_flight to every retry with no work behind it. A finished claim's mark
+-- is removed.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_claim_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -1345,32 +1369,21 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    open boolean;
+    mark idempotency_internal.idem_open_claims;
     others bigint;
     autocommit boolean := statement_timestamp() = transaction_timestamp();
     cursors boolean := false;
     name text;
 BEGIN
-    IF TG_TABLE_NAME = 'idem_open_claims' THEN   -- a claim in a store the service owns (no lease)
-        open := EXISTS (SELECT FROM idempotency_internal.idem_open_claims o
-                        WHERE o.namespace = NEW.namespace AND o.key_value = NEW.key_value);
-    ELSE
-        open := EXISTS (SELECT FROM @extschema@.idempotency_record r
-                        WHERE r.namespace = NEW.namespace AND r.key_value = NEW.key_value AND r.status = 'in_progress'
-                          AND r.fence IS NOT DISTINCT FROM NEW.fence AND idempotency_internal.idem_mine(r.xmin))
-                AND NOT (SELECT coalesce(c.in_progress_lease, d.in_progress_lease, interval '0') > interval '0'
-                         FROM (SELECT) x
-                         LEFT JOIN @extschema@.idem_defaults d ON true
-                         LEFT JOIN @extschema@.idem_namespace_config c ON c.namespace = NEW.namespace);
-    END IF;
-    IF NOT open THEN
+    SELECT * INTO mark FROM idempotency_internal.idem_open_claims o
+    WHERE o.namespace = NEW.namespace AND o.key_value = NEW.key_value;
+    IF mark.namespace IS NULL THEN
+        RETURN NULL;   -- seen already
+    ELSIF NOT idempotency_internal.idem_claim_open(mark) THEN
+        DELETE FROM idempotency_internal.idem_open_claims o WHERE o.namespace = NEW.namespace AND o.key_value = NEW.key_value;
         RETURN NULL;
     END IF;
-    others := (SELECT count(*) FROM @extschema@.idempotency_record r
-               WHERE r.status = 'in_progress' AND idempotency_internal.idem_mine(r.xmin)
-                 AND NOT EXISTS (SELECT FROM @extschema@.idem_namespace_config c
-                                 WHERE c.namespace = r.namespace AND c.in_progress_lease > interval '0'))
-              + (SELECT count(*) FROM idempotency_internal.idem_open_claims) - 1;
+    others := (SELECT count(*) FROM idempotency_internal.idem_open_claims o WHERE idempotency_internal.idem_claim_open(o)) - 1;
     -- COMMIT has run this transaction's WITH HOLD cursors to their end and
     -- kept their rows before this trigger fires again for the claims they
     -- made; the rollback would keep them: they are closed, as the library
