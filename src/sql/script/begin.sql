@@ -19,6 +19,3 @@ $installed$;
 CREATE SCHEMA idempotency;
 -- What the script makes goes there, as CREATE EXTENSION places an extension's.
 SET LOCAL search_path = idempotency;
--- An extension's script records its configuration tables for pg_dump;
--- a plain script's tables are the database's own, which pg_dump keeps.
-CREATE FUNCTION pg_temp.idem_config_dump(regclass, text) RETURNS void LANGUAGE sql AS 'SELECT';
