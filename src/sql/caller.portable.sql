@@ -23,8 +23,11 @@ $$;
 
 -- The caller (current_user where it is read: the API function's caller,
 -- or the owner of a SECURITY DEFINER function that calls it, as the
--- library's GetUserId() sees it) and its proof.
+-- library's GetUserId() sees it) and its proof. (LIMIT makes the view one
+-- that no statement can write through: a DELETE through it would remove
+-- the secret as the view's owner.)
 CREATE OR REPLACE VIEW idempotency_internal.idem_caller WITH (security_barrier) AS
 SELECT pg_catalog.to_regrole(current_user::pg_catalog.text)::pg_catalog.oid AS caller,
        idempotency_internal.idem_proof(s.secret, pg_catalog.to_regrole(current_user::pg_catalog.text)::pg_catalog.oid) AS proof
-FROM idempotency_internal.idem_lock_secret s;
+FROM idempotency_internal.idem_lock_secret s
+LIMIT 1;
