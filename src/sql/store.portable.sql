@@ -50,10 +50,13 @@ CREATE UNLOGGED TABLE idempotency_internal.idem_open_claims (
 );
 
 -- The table a namespace's records are in (store: NULL for the extension's),
--- refused (55000) when it was dropped or can no longer be used.
+-- refused (55000) when it was dropped or can no longer be used. A store of
+-- the service's is locked (idem_lock_store) before it is checked, so that
+-- its owner can add no trigger, rule, policy or default between the check
+-- and this transaction's writes (which run as the extension's owner).
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_store_table(store regclass, namespace text)
 RETURNS regclass
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 #variable_conflict use_variable
 DECLARE
@@ -67,6 +70,7 @@ BEGIN
                   DETAIL = 'The table the namespace is bound to was dropped, and its records with it.',
                   HINT = 'Bind the namespace to another store with idem_bind_store, or to the extension''s table with idem_bind_store(namespace, NULL).';
     END IF;
+    PERFORM idempotency_internal.idem_lock_store(store);
     problem := idempotency_internal.idem_store_problem(store);
     IF problem.problem IS NOT NULL THEN
         RAISE EXCEPTION 'the store of idempotency namespace "%" cannot be used', namespace

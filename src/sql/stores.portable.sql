@@ -257,6 +257,29 @@ AS $$
                       ELSE true END
 $$;
 
+-- Before a maintenance write to a store of the service's (NULL: the
+-- extension's table, nothing to do): the table locked as a write locks it,
+-- then refused (55000) if its owner, another role, has put code on it that
+-- the write would run as the extension's owner (idem_owners_code). Locked
+-- first, so that no such code is added between the check and the write.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_lock_writable(store regclass)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    code text;
+BEGIN
+    IF store IS NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN ROW EXCLUSIVE MODE', store);
+    code := idempotency_internal.idem_owners_code(store);
+    IF code IS NOT NULL THEN
+        RAISE EXCEPTION '% cannot be written', store USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = code;
+    END IF;
+END;
+$$;
+
 -- One chunk of purge from a store (NULL: the extension's table): up to
 -- batch_size expired records, oldest first, but for an in_progress record
 -- whose lease (its namespace's, else the defaults') still runs; SKIP
@@ -283,6 +306,7 @@ BEGIN
     END IF;
     target := idempotency_internal.idem_bound_table(store);
     BEGIN
+        PERFORM idempotency_internal.idem_lock_writable(store);
         EXECUTE format('WITH doomed AS ('
                        ' SELECT r.ctid FROM %1$s r'
                        ' WHERE r.expires_at < pg_catalog.now()'
@@ -321,6 +345,7 @@ DECLARE
     n bigint;
 BEGIN
     PERFORM idempotency_internal.idem_check_namespace(namespace);
+    PERFORM idempotency_internal.idem_lock_writable(store);
     EXECUTE format('UPDATE %s r SET request_payload = NULL WHERE r.namespace = $1 AND r.request_payload IS NOT NULL',
                    idempotency_internal.idem_bound_table(store))
     USING namespace;

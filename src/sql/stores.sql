@@ -87,13 +87,9 @@ BEGIN
                 USING ERRCODE = 'insufficient_privilege',
                       DETAIL = format('Binding a store needs the privileges of its owner, %s: the store reads and writes the table as that role.', owner_role);
         END IF;
-        -- The extension's own tables (the plain script's: those of its two schemas).
-        IF target::oid IN (SELECT d.objid FROM pg_depend d
-                           WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+        IF target::oid IN (SELECT d.objid FROM pg_depend d WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
                              AND d.refobjid = (SELECT e.oid FROM pg_extension e WHERE e.extname = 'idempotency'))
-           OR (NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'idempotency')
-               AND (SELECT t.relnamespace::regnamespace::text FROM pg_class t WHERE t.oid = target)
-                   IN ('idempotency', 'idempotency_internal')) THEN
+           OR (NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'idempotency') AND (SELECT t.relnamespace::regnamespace::text FROM pg_class t WHERE t.oid = target) IN ('idempotency', 'idempotency_internal')) THEN   -- the extension's own tables (the plain script's: its two schemas')
             RAISE EXCEPTION 'cannot bind idempotency namespace "%" to %', ns, target
                 USING ERRCODE = 'invalid_parameter_value', DETAIL = 'It is one of the extension''s own tables.';
         END IF;

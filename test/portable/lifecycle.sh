@@ -146,7 +146,14 @@ lc_restore() {
 
 lc_tle() {
   local d=$1 native_env
-  lc_db idem_lc_src && lc_install idem_lc_src && lc_fill idem_lc_src
+  # 0. Registered in a database, the extension is not for any role with
+  #    CREATE there to create (and own): a member of pgtle_admin creates it.
+  lc_db idem_lc_src && tle_install idem_lc_src "$(runner_of tle)" "$SQL_OUT/idempotency--$VERSION.sql"
+  psql_su -d postgres -c "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'idem_plain') THEN CREATE ROLE idem_plain LOGIN; END IF; END \$\$" \
+    -c "GRANT CREATE ON DATABASE idem_lc_src TO idem_plain" >/dev/null
+  lc_expect "$(echo 'CREATE EXTENSION idempotency' | "$BIN/psql" -X -q -U idem_plain -d idem_lc_src 2>&1 | grep -o 'ERROR:.*')" \
+    'ERROR:  permission denied to create extension "idempotency"' "a role with CREATE on the database but not pgtle_admin cannot create (and own) the store"
+  echo 'CREATE EXTENSION idempotency;' | lc_sql idem_lc_src && lc_fill idem_lc_src
   lc_state idem_lc_src >"$d/src.state"
   # 1. pg_dump and pg_restore, into a database with pg_tle created.
   "$BIN/pg_dump" -Fc -U "$(runner_of tle)" -d idem_lc_src -f "$d/src.dump"
