@@ -392,12 +392,19 @@ DECLARE
     looked record;
     claimed boolean;
 BEGIN
-    PERFORM idempotency_internal.idem_check_namespace(namespace);
+    -- (Each check's usual case is tested here, the function that says what
+    -- is wrong called only otherwise: a call costs as much as the test.)
+    IF namespace IS NULL OR namespace OPERATOR(pg_catalog.!~) '^[a-z0-9_-]{1,64}$' THEN
+        PERFORM idempotency_internal.idem_check_namespace(namespace);
+    END IF;
     IF key IS NULL THEN
         RAISE EXCEPTION 'idempotency key must not be null'
             USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Pass the key that idem_parse or idem_mint produced.';
+    ELSIF key OPERATOR(pg_catalog.~) '^[!-~]([ -~]{0,253}[!-~])?$' THEN
+        given_key := key;   -- printable ASCII, nothing to trim (idem_key_check's quick path)
+    ELSE
+        given_key := idempotency_internal.idem_key_of(key);
     END IF;
-    given_key := idempotency_internal.idem_key_of(key);
     IF request IS NULL THEN
         RAISE EXCEPTION 'idempotency request must not be null'
             USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Pass a jsonb value; use ''null''::jsonb for a JSON null.';
@@ -407,19 +414,32 @@ BEGIN
     -- change holding it may go on to drop or alter that table.
     BEGIN
         p := idempotency_internal.idem_authorize(caller, proof, namespace);
-        w := idempotency_internal.idem_window(replay_window, p, namespace);
-        PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
+        IF replay_window IS NULL AND NOT p.has_replay_window THEN
+            w := p.replay_window;   -- the defaults' (their table keeps it valid)
+        ELSE
+            w := idempotency_internal.idem_window(replay_window, p, namespace);
+        END IF;
+        IF pg_catalog.pg_column_compression(request) IS NOT NULL
+           OR pg_catalog.pg_column_size(request) OPERATOR(pg_catalog.>) p.max_payload_bytes THEN
+            PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
+        END IF;
         submitted := @extschema@.idem_request_hash(request, p.ignore);
-        wait_ms := idempotency_internal.idem_wait_ms(in_flight_wait, p);
-        PERFORM idempotency_internal.idem_lock_store(idempotency_internal.idem_store_table(p.store, namespace));
-        r := idempotency_internal.idem_look(p.store, p.recovers, namespace,
-                                            idempotency_internal.idem_stored_key(given_key, p.hash_keys));
+        IF in_flight_wait IS NULL AND p.in_flight_wait OPERATOR(pg_catalog.=) interval '0' THEN
+            wait_ms := 0;
+        ELSE
+            wait_ms := idempotency_internal.idem_wait_ms(in_flight_wait, p);
+        END IF;
+        PERFORM idempotency_internal.idem_lock_store(CASE WHEN p.store IS NULL THEN '@extschema@.idempotency_record'::pg_catalog.regclass
+                                                          ELSE idempotency_internal.idem_store_table(p.store, namespace) END);
+        stored := idempotency_internal.idem_stored_key(given_key, p.hash_keys);
+        r := idempotency_internal.idem_look(p.store, p.recovers, namespace, stored);
         -- A finished record is final: answered without the namespace's
         -- lock, when it was there before the policy was read.
         IF r.status OPERATOR(pg_catalog.<>) 'in_progress'
            AND (r.mine OR idempotency_internal.idem_settled(r.writer, p.seen)) THEN
-            PERFORM idempotency_internal.idem_check_snapshot(p.store, namespace,
-                                                             idempotency_internal.idem_stored_key(given_key, p.hash_keys), given_key);
+            IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+                PERFORM idempotency_internal.idem_check_snapshot(p.store, namespace, stored, given_key);
+            END IF;
             RETURN idempotency_internal.idem_finished(r, submitted, p.store_request);
         ELSIF final_only THEN
             RETURN NULL;
@@ -435,13 +455,21 @@ BEGIN
     END;
     first := p;
     p := idempotency_internal.idem_authorize(caller, proof, namespace);
-    w := idempotency_internal.idem_window(replay_window, p, namespace);
-    PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
+    IF replay_window IS NULL AND NOT p.has_replay_window THEN
+        w := p.replay_window;
+    ELSE
+        w := idempotency_internal.idem_window(replay_window, p, namespace);
+    END IF;
+    IF p.max_payload_bytes IS DISTINCT FROM first.max_payload_bytes THEN
+        PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
+    END IF;
     IF p.ignore IS DISTINCT FROM first.ignore THEN
         submitted := @extschema@.idem_request_hash(request, p.ignore);
     END IF;
     stored := idempotency_internal.idem_stored_key(given_key, p.hash_keys);
-    PERFORM idempotency_internal.idem_store_table(p.store, namespace);
+    IF p.store IS NOT NULL THEN
+        PERFORM idempotency_internal.idem_store_table(p.store, namespace);
+    END IF;
     key_tag := idempotency_internal.idem_tag(p.secret, 'k', namespace, stored);
     IF wait_ms OPERATOR(pg_catalog.>) 0 THEN
         deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => wait_ms OPERATOR(pg_catalog./) 1000);
@@ -829,30 +857,43 @@ DECLARE
     done boolean;
     n bigint;
 BEGIN
-    PERFORM idempotency_internal.idem_check_namespace(namespace);
+    IF namespace IS NULL OR namespace OPERATOR(pg_catalog.!~) '^[a-z0-9_-]{1,64}$' THEN
+        PERFORM idempotency_internal.idem_check_namespace(namespace);
+    END IF;
     IF key IS NULL THEN
         RAISE EXCEPTION 'idempotency key must not be null'
             USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Pass the key that idem_parse or idem_mint produced.';
+    ELSIF key OPERATOR(pg_catalog.~) '^[!-~]([ -~]{0,253}[!-~])?$' THEN
+        given_key := key;
+    ELSE
+        given_key := idempotency_internal.idem_key_of(key);
     END IF;
-    given_key := idempotency_internal.idem_key_of(key);
     IF payload IS NULL THEN
         RAISE EXCEPTION 'idempotency % must not be null', CASE WHEN committing THEN 'result' ELSE 'error' END
             USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Pass a jsonb value; use ''null''::jsonb for a JSON null.';
     END IF;
-    PERFORM idempotency_internal.idem_check_fence(fence);
+    IF fence IS NOT NULL THEN
+        PERFORM idempotency_internal.idem_check_fence(fence);
+    END IF;
     p := idempotency_internal.idem_authorize(caller, proof, namespace);
-    PERFORM idempotency_internal.idem_check_size(payload, CASE WHEN committing THEN 'result' ELSE 'error' END,
-                                                 namespace, p.max_payload_bytes);
+    IF pg_catalog.pg_column_compression(payload) IS NOT NULL
+       OR pg_catalog.pg_column_size(payload) OPERATOR(pg_catalog.>) p.max_payload_bytes THEN
+        PERFORM idempotency_internal.idem_check_size(payload, CASE WHEN committing THEN 'result' ELSE 'error' END,
+                                                     namespace, p.max_payload_bytes);
+    END IF;
     IF pg_catalog.getdatabaseencoding() = 'SQL_ASCII' THEN
         PERFORM convert_to(payload::text, 'UTF8');   -- the store keeps nothing it could not hash (22021)
     END IF;
     IF NOT committing THEN
         PERFORM idempotency_internal.idem_check_error_payload(payload);
     END IF;
-    PERFORM idempotency_internal.idem_require_write(given_key, CASE WHEN committing THEN 'idem_commit' ELSE 'idem_fail_permanent' END,
-                                                    CASE WHEN committing THEN 'commit' ELSE 'fail' END);
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        PERFORM idempotency_internal.idem_require_write(given_key, CASE WHEN committing THEN 'idem_commit' ELSE 'idem_fail_permanent' END,
+                                                        CASE WHEN committing THEN 'commit' ELSE 'fail' END);
+    END IF;
     stored := idempotency_internal.idem_stored_key(given_key, p.hash_keys);
-    store := idempotency_internal.idem_store_table(p.store, namespace);
+    store := CASE WHEN p.store IS NULL THEN '@extschema@.idempotency_record'::pg_catalog.regclass
+                  ELSE idempotency_internal.idem_store_table(p.store, namespace) END;
     IF p.store IS NULL AND current_setting('transaction_isolation') = 'read committed' THEN
         UPDATE @extschema@.idempotency_record r
         SET status = CASE WHEN committing THEN 'committed' ELSE 'failed' END,
@@ -1349,7 +1390,12 @@ AS $$
 DECLARE
     open boolean;
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_class t WHERE t.oid OPERATOR(pg_catalog.=) o.store) THEN
+    IF o.store OPERATOR(pg_catalog.=) '@extschema@.idempotency_record'::pg_catalog.regclass THEN
+        RETURN EXISTS (SELECT FROM @extschema@.idempotency_record r
+                       WHERE r.namespace OPERATOR(pg_catalog.=) o.namespace AND r.key_value OPERATOR(pg_catalog.=) o.key_value
+                         AND r.status OPERATOR(pg_catalog.=) 'in_progress' AND r.fence OPERATOR(pg_catalog.=) o.fence
+                         AND idempotency_internal.idem_mine(r.xmin));
+    ELSIF NOT EXISTS (SELECT FROM pg_catalog.pg_class t WHERE t.oid OPERATOR(pg_catalog.=) o.store) THEN
         RETURN false;   -- its store was dropped, and the record with it
     END IF;
     EXECUTE pg_catalog.format('SELECT EXISTS (SELECT FROM %s r WHERE r.namespace OPERATOR(pg_catalog.=) $1'
