@@ -74,6 +74,11 @@ SELECT idempotency_internal.idem_claim_guard();
 ROLLBACK TO SAVEPOINT s;
 COMMIT;
 SELECT kind FROM idempotency.idem_begin('sec', 'open', '{}');
+-- (A difference, docs/managed.md: made immediate, the guard fires at once.)
+BEGIN;
+SELECT kind FROM idempotency.idem_begin('sec', 'open', '{}');
+SET CONSTRAINTS ALL IMMEDIATE;
+ROLLBACK;
 RESET ROLE;
 
 -- 4. Every function that runs as the owner pins its search_path, and no
