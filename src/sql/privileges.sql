@@ -14,16 +14,14 @@ GRANT USAGE ON SCHEMA idempotency_internal TO PUBLIC;
 REVOKE ALL ON idem_stats, idem_namespace_stats, idem_namespaces FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_stats_counters(), idem_stats_reset(),
                        idempotency_internal.idem_stats_counters(), idempotency_internal.idem_stats_released_keys(),
-                       idempotency_internal.idem_stats_recovery(), idempotency_internal.idem_stats_stores_skipped(),
-                       idempotency_internal.idem_namespace_stats_figures(),
+                       idempotency_internal.idem_stats_recovery(), idempotency_internal.idem_namespace_stats_figures(),
                        idempotency_internal.idem_stats_count_purged(bigint)
     FROM PUBLIC;
 GRANT USAGE ON SCHEMA @extschema@ TO pg_monitor;
 GRANT SELECT ON idem_stats, idem_namespace_stats, idem_namespaces TO pg_monitor;
 GRANT EXECUTE ON FUNCTION idem_stats_counters(),
                           idempotency_internal.idem_stats_counters(), idempotency_internal.idem_stats_released_keys(),
-                          idempotency_internal.idem_stats_recovery(), idempotency_internal.idem_stats_stores_skipped(),
-                          idempotency_internal.idem_namespace_stats_figures()
+                          idempotency_internal.idem_stats_recovery(), idempotency_internal.idem_namespace_stats_figures()
     TO pg_monitor;
 
 -- Purging, operators' functions and administration are the extension
@@ -94,7 +92,6 @@ BEGIN
                                             'idempotency_internal.idem_stats_counters()'::pg_catalog.regprocedure,
                                             'idempotency_internal.idem_stats_released_keys()'::pg_catalog.regprocedure,
                                             'idempotency_internal.idem_stats_recovery()'::pg_catalog.regprocedure,
-                                            'idempotency_internal.idem_stats_stores_skipped()'::pg_catalog.regprocedure,
                                             'idempotency_internal.idem_namespace_stats_figures()'::pg_catalog.regprocedure))))
     LOOP
         EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %I', x.privilege_type, x.kind, x.name, x.rolname);

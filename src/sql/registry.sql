@@ -165,6 +165,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('in_flight_wait must be zero or positive, at most 2147483647 ms (about 24.8 days), and no part of it negative, not %s.', in_flight_wait);
     END IF;
+    -- The row, made with the built-in defaults if there is none yet.
+    INSERT INTO @extschema@.idem_defaults DEFAULT VALUES ON CONFLICT DO NOTHING;
     SELECT * INTO old FROM @extschema@.idem_defaults d FOR UPDATE;
     -- The namespaces that follow the defaults are those without a setting of their own.
     FOR ns IN
