@@ -22,6 +22,7 @@ extern "C" {
 #include "guard.hpp"
 #include "isolate.hpp"
 #include "policy.hpp"
+#include "backend.hpp"
 #include "purge.hpp"
 #include "settings.hpp"
 #include "shard.hpp"
@@ -49,7 +50,7 @@ Oid bound_arg(FunctionCallInfo fcinfo, int argno) {
   pg::require_trusted_settings();
   const Oid relid = PG_ARGISNULL(argno) ? InvalidOid : PG_GETARG_OID(argno);
   const Datum values[1] = {ObjectIdGetDatum(relid)};
-  if (OidIsValid(relid) && (!pg::registry().binds || pg::execute(is_bound, values, " ") == 0))
+  if (OidIsValid(relid) && pg::execute(is_bound, values, " ") == 0)
     throw core::Error(core::sqlstate::wrong_object_type,
                       "relation with OID " + std::to_string(relid) + " is not an idempotency store",
                       "No idempotency namespace is bound to it.");
@@ -73,26 +74,6 @@ pg::Statement leases = {
     {},
     nullptr,
     true};
-
-// Up to $1 expired records, oldest first, but for an in_progress record
-// whose lease (its namespace's, $2/$3, else the server's, $4 seconds) still
-// runs: a lease is a length of time, as begin counts it, never a calendar
-// step in the purger's time zone. SKIP LOCKED: a row another transaction
-// holds is neither waited for nor deleted.
-const pg::StoreStatement purge_chunk = {
-    "WITH doomed AS ("
-    " SELECT r.ctid FROM @store@ r"
-    " WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()"
-    "   AND (r.status OPERATOR(pg_catalog.<>) 'in_progress'"
-    "        OR pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.updated_at)"
-    "           OPERATOR(pg_catalog.>=) COALESCE("
-    "             (SELECT l.lease FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[]),"
-    "                                             pg_catalog.unnest($3::pg_catalog.float8[])) AS l(namespace, lease)"
-    "              WHERE l.namespace OPERATOR(pg_catalog.=) r.namespace), $4))"
-    " ORDER BY r.expires_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED)"
-    " DELETE FROM @store@ r USING doomed d WHERE r.ctid OPERATOR(pg_catalog.=) d.ctid",
-    4,
-    {INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, FLOAT8OID}};
 
 // A namespace's records (or those in progress) in a store.
 const pg::StoreStatement count_records = {
@@ -135,22 +116,14 @@ void purge_one_chunk(void* arg) {
   text* none = cstring_to_text("");
   bool distributed;
   const pg::Store store = store_arg(c.fcinfo, 0, none, &distributed);
-  Datum lease_rows[2];
-  bool lease_nulls[2] = {true, true};
-  (void)pg::execute(leases, nullptr, "", lease_rows, lease_nulls);
+  Datum rows[2];
+  bool nulls[2] = {true, true};
+  (void)pg::execute(leases, nullptr, "", rows, nulls);
   // Namespaces without a lease of their own have the defaults'.
-  const double default_lease = static_cast<double>(pg::namespace_defaults().lease_us) / USECS_PER_SEC;
-  Datum values[4] = {Int32GetDatum(c.batch), lease_rows[0], lease_rows[1], Float8GetDatum(default_lease)};
-  const char nulls[5] = {' ', lease_nulls[0] ? 'n' : ' ', lease_nulls[1] ? 'n' : ' ', ' ', '\0'};
-  // A table exactly as installed is purged without the executor (purge.cpp);
-  // -1: its expires_at index was replaced meanwhile, and the statement runs.
-  if (!distributed && store.direct) {
-    const pg::Leases given{lease_nulls[0] ? 0 : lease_rows[0], lease_nulls[1] ? 0 : lease_rows[1], default_lease};
-    c.purged = pg::purge_direct(store, c.batch, given);
-    if (c.purged >= 0) return;
-  }
+  const pg::Leases given{nulls[0] ? 0 : rows[0], nulls[1] ? 0 : rows[1],
+                         static_cast<double>(pg::namespace_defaults().lease_us) / USECS_PER_SEC};
   if (!distributed) {
-    c.purged = static_cast<int64>(pg::execute(purge_chunk, store, values, nulls));
+    c.purged = store.backend->purge(store, c.batch, given);
     return;
   }
   // A store Citus distributes: the chunk from the shards on this node, each
@@ -158,9 +131,9 @@ void purge_one_chunk(void* arg) {
   c.purged = 0;
   List* shards = pg::local_shards(store.table);
   for (int i = 0; i < list_length(shards) && c.purged < c.batch; ++i) {
-    const pg::Store shard = pg::open_store(none, list_nth_oid(shards, i), RowExclusiveLock, pg::Call{nullptr, false, "purge"});
-    values[0] = Int32GetDatum(c.batch - static_cast<int32>(c.purged));
-    c.purged += static_cast<int64>(pg::execute(purge_chunk, shard, values, nulls));
+    const pg::Store shard =
+        pg::open_store(none, list_nth_oid(shards, i), RowExclusiveLock, pg::Call{nullptr, false, "purge"});
+    c.purged += shard.backend->purge(shard, c.batch - static_cast<int32>(c.purged), given);
   }
 }
 
@@ -288,14 +261,8 @@ IDEM_FUNCTION(idem_store_count) {
 // each namespace in store (NULL: the extension's table), as a jsonb array,
 // read as the store's owner (see idem_store_count); NULL when it has no
 // records, or when the read failed or ran too long (isolated, as a purge
-// chunk is). idem_store_stats_0_7
-// is the same with oldest_expired_age: 0.7.0's SQL names that symbol, so a
-// session still running an older library is refused (42883) rather than
-// showing the figure as NULL, which would read as nothing expired.
-static Datum store_stats_body(FunctionCallInfo fcinfo);
-IDEM_FUNCTION(idem_store_stats) { return store_stats_body(fcinfo); }
-IDEM_FUNCTION(idem_store_stats_0_7) { return store_stats_body(fcinfo); }
-static Datum store_stats_body(FunctionCallInfo fcinfo) {
+// chunk is). The symbol is 0.7.0's, whose figures include oldest_expired_age.
+IDEM_FUNCTION(idem_store_stats_0_7) {
   const Oid relid = bound_arg(fcinfo, 0);
   StatsRead r{fcinfo, 0, true};
   if (!pg::isolated(read_store_stats, &r, relid, "statistics read") || r.none) PG_RETURN_NULL();
