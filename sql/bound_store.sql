@@ -64,7 +64,7 @@ CREATE TABLE app.older (LIKE app.records INCLUDING ALL);
 ALTER TABLE app.older DROP COLUMN recovery_state, DROP COLUMN recovery_point, DROP COLUMN fence, DROP COLUMN attempt;
 CREATE TABLE app.old_shape (LIKE app.older INCLUDING ALL);
 SELECT idem_bind_store('other', 'app.old_shape');
-ALTER TABLE app.old_shape ADD COLUMN attempt integer NOT NULL DEFAULT 1, ADD COLUMN fence bigint;
+ALTER TABLE app.old_shape ADD COLUMN attempt integer NOT NULL DEFAULT 1, ADD COLUMN fence bigint, ADD COLUMN recovery_point text, ADD COLUMN recovery_state jsonb;
 SELECT idem_bind_store('other', 'app.old_shape');
 -- A column dropped keeps its place: the table can no longer be a store.
 SELECT idem_bind_store('other', 'app.older');

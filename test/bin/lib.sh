@@ -206,12 +206,10 @@ suite_perl_tap() {
   prove_tree "$1/perl" "$REPO/test/t" "${@:2}"
 }
 
-# The commits at which releases 0.5.0 to 0.9.1 landed (as CI passed them):
-# 013_mixed_libraries.pl runs each one's library beside this build's in one
-# server.
-OLD_RELEASES=(0.5.0:7e6f60d526f83bf1181f72da45d82061cffff32d 0.6.0:68c12c420912b97996d5de5583f892795bdd9422
-              0.7.0:5d81d61480b5a748d13f111c770bf2a3bed3aaba 0.8.0:dc74c7b4615916089e2be8ff971e1158adcf2004
-              0.9.0:10e1dfa71079d93f58a7136cab59eefbebe5a824 0.9.1:1c7a76524a9c82a7d9eb3a389d879eedf872c0cb)
+# The commits at which the releases before this one landed (as CI passed
+# them): 013_mixed_libraries.pl runs each one's library beside this build's
+# in one server. This build serves the schemas of 0.9.x and 1.0.x only.
+OLD_RELEASES=(0.9.1:1c7a76524a9c82a7d9eb3a389d879eedf872c0cb 0.9.2:8e82403bfeb43ba999515d1b9140189406daeccc)
 
 # old_release DIR: builds those releases from the git history into
 # DIR/VERSION and exports IDEM_OLD_RELEASES ("VERSION:DIR ..."); without the
