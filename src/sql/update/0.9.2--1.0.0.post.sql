@@ -47,3 +47,23 @@ BEGIN
     END LOOP;
 END;
 $defaults$;
+
+-- From 1.0.0 every store has the recovery columns (0.8.0's): a store the
+-- service owns that lacks them is refused at the namespaces' next call.
+-- The update warns of each, with the ALTER TABLE that brings it up to date.
+DO $stores$
+DECLARE
+    s record;
+BEGIN
+    FOR s IN
+        SELECT DISTINCT c.store, p.problem, p.fix
+        FROM @extschema@.idem_namespace_config c
+        CROSS JOIN LATERAL idempotency_internal.idem_store_problem(c.store) p
+        WHERE c.store IS NOT NULL AND p.problem IS NOT NULL
+    LOOP
+        RAISE WARNING 'idempotency 1.0.0: store % cannot be used until it is changed', s.store
+            USING DETAIL = s.problem,
+                  HINT = coalesce(s.fix, 'Copy its rows into a table idem_create_store makes, and bind its namespaces to it.');
+    END LOOP;
+END;
+$stores$;
