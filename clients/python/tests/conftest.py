@@ -23,7 +23,12 @@ CREATE TABLE payments (
     amount   numeric NOT NULL,
     app      text NOT NULL
 );
-CREATE TABLE notes (id bigserial PRIMARY KEY, body text NOT NULL);
+CREATE TABLE shipments (
+    id             bigserial PRIMARY KEY,
+    key            text NOT NULL,
+    downstream_key text NOT NULL,
+    app            text NOT NULL
+);
 """
 
 

@@ -188,6 +188,23 @@ def test_recorded_response_replays(conn: psycopg.Connection, key: str) -> None:
     assert reply.body == {"id": 1}
 
 
+def test_begin_http_answers_in_one_statement(conn: psycopg.Connection, key: str) -> None:
+    store = Store()
+    with conn.transaction():
+        fresh, none = store.begin_http(conn, NS, key, {"a": 1})
+        assert isinstance(fresh, Fresh) and none is None
+        store.commit(conn, NS, key, JsonText('{"status": 200, "headers": {"Content-Type": "application/json"},'
+                                             ' "body": {"n": 1.50}}'), fresh.fence)
+    with conn.transaction():
+        replay, answer = store.begin_http(conn, NS, key, {"a": 1})
+        assert isinstance(replay, PriorResult) and replay.result["body"] == {"n": 1.5}
+        assert answer is not None and answer.status == 200 and answer.headers["Idempotency-Replayed"] == "true"
+        assert answer.content() == b'{"n": 1.50}'  # as recorded, not as Python reads it
+        mismatch, answer = store.begin_http(conn, NS, key, {"a": 2}, docs_uri="https://example.com/d")
+        assert isinstance(mismatch, Mismatch) and answer is not None and answer.status == 422
+        assert answer.body["type"] == "https://example.com/d"
+
+
 def test_fresh_has_no_http_response(conn: psycopg.Connection, key: str) -> None:
     store = Store()
     with conn.transaction():

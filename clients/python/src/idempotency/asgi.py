@@ -288,10 +288,13 @@ class IdempotencyMiddleware:
         if checked.key is None:
             assert checked.response is not None
             return checked.response
-        outcome = await self.store.begin(conn, s.namespace, checked.key, request_fingerprint(method, target, body))
+        outcome, answer = await self.store.begin_http(conn, s.namespace, checked.key,
+                                                      request_fingerprint(method, target, body),
+                                                      retry_after=s.retry_after, docs_uri=s.docs_uri)
         if isinstance(outcome, Fresh):
             return Claim(conn, s.namespace, checked.key, outcome)
-        return await self.store.http_response(conn, outcome, s.retry_after, s.docs_uri)
+        assert answer is not None
+        return answer
 
     async def _run(self, scope: Scope, receive: Receive, send: Send, held: Claim[psycopg.AsyncConnection[Any]],
                    body: bytes) -> None:

@@ -122,10 +122,9 @@ class IdempotencyMiddleware:
             checked = self.store.http_key(conn, s.namespace, raw_key, s.docs_uri)
             answer: HttpResponse | None = checked.response
             if checked.key is not None:
-                outcome = self.store.begin(conn, s.namespace, checked.key,
-                                           request_fingerprint(request.method or "", target, body))
-                if not isinstance(outcome, Fresh):
-                    answer = self.store.http_response(conn, outcome, s.retry_after, s.docs_uri)
+                outcome, answer = self.store.begin_http(conn, s.namespace, checked.key,
+                                                        request_fingerprint(request.method or "", target, body),
+                                                        retry_after=s.retry_after, docs_uri=s.docs_uri)
         except Exception as e:
             raise _Unavailable() from e
         if answer is not None or checked.key is None:

@@ -43,6 +43,14 @@ _PROBE = sql.SQL(
 _VERSION = sql.SQL("SELECT edition, version, api FROM idempotency.idem_version()")
 _BEGIN = sql.SQL("SELECT {} FROM idempotency.idem_begin(%s, %s, %s, %s, %s)").format(
     sql.SQL(", ").join(sql.Identifier(c) for c in OUTCOME_COLUMNS))
+# idem_begin and, for an outcome that needs no work, idem_http_response on
+# the server's own outcome row: one statement, and the recorded JSON exactly
+# as recorded (numbers in their own form).
+_BEGIN_HTTP = sql.SQL(
+    "SELECT {}, r.status AS http_status, r.headers AS http_headers, r.body AS http_body,"
+    " r.body::text AS http_body_text FROM idempotency.idem_begin(%s, %s, %s, %s, %s) o"
+    " LEFT JOIN LATERAL idempotency.idem_http_response(CASE WHEN o.kind <> 'fresh' THEN o END, %s, %s) r"
+    " ON true").format(sql.SQL(", ").join(sql.Identifier("o", c) for c in OUTCOME_COLUMNS))
 _COMMIT = sql.SQL("SELECT idempotency.idem_commit(%s, %s, %s, %s)")
 _FAIL_PERMANENT = sql.SQL("SELECT idempotency.idem_fail_permanent(%s, %s, %s, %s)")
 _FAIL_TRANSIENT = sql.SQL("SELECT idempotency.idem_fail_transient(%s, %s, %s)")
@@ -109,6 +117,15 @@ def _http(row: Mapping[str, Any]) -> HttpResponse:
                         body_text=row["body_text"])
 
 
+def _begun(row: Mapping[str, Any]) -> tuple[Outcome, HttpResponse | None]:
+    """begin_http's row: the outcome, and its HTTP answer unless it is fresh."""
+    outcome = outcome_from_row(row)
+    if row["http_status"] is None:
+        return outcome, None
+    return outcome, HttpResponse(status=int(row["http_status"]), headers=dict(row["http_headers"] or {}),
+                                 body=row["http_body"], body_text=row["http_body_text"])
+
+
 def _http_key(row: Mapping[str, Any]) -> HttpKey:
     """idem_http_key's row as a key or the 400 to send."""
     if row["key"] is not None:
@@ -160,6 +177,15 @@ class Store:
         return outcome_from_row(self._row(conn, _BEGIN, (namespace, key, _json(request), replay_window,
                                                          in_flight_wait)))
 
+    def begin_http(self, conn: psycopg.Connection[Any], namespace: str, key: str, request: Any, *,
+                   retry_after: int = 1, docs_uri: str | None = None, replay_window: timedelta | None = None,
+                   in_flight_wait: timedelta | None = None) -> tuple[Outcome, HttpResponse | None]:
+        """begin, and in the same statement idem_http_response for an outcome
+        that needs no work: (Fresh, None), or (outcome, the answer to send)."""
+        _refuse_autocommit(conn)
+        return _begun(self._row(conn, _BEGIN_HTTP, (namespace, key, _json(request), replay_window, in_flight_wait,
+                                                    retry_after, docs_uri)))
+
     def commit(self, conn: psycopg.Connection[Any], namespace: str, key: str, result: Any,
                fence: int | None) -> None:
         """idem_commit: records the result; later begins replay it."""
@@ -194,7 +220,9 @@ class Store:
     def http_response(self, conn: psycopg.Connection[Any], outcome: Outcome, retry_after: int = 1,
                       docs_uri: str | None = None) -> HttpResponse:
         """idem_http_response: the answer to an outcome that needs no work
-        (a replay, 409, 422). A Fresh outcome is refused by the server (22023)."""
+        (a replay, 409, 422), rebuilt from the outcome's fields (JSON numbers as
+        Python read them; begin_http answers from the server's own row). A Fresh
+        outcome is refused by the server (22023)."""
         return _http(self._row(conn, _HTTP_RESPONSE, _http_params(outcome, retry_after, docs_uri)))
 
 
@@ -238,6 +266,15 @@ class AsyncStore:
         return outcome_from_row(await self._row(conn, _BEGIN, (namespace, key, _json(request), replay_window,
                                                                in_flight_wait)))
 
+    async def begin_http(self, conn: psycopg.AsyncConnection[Any], namespace: str, key: str, request: Any, *,
+                         retry_after: int = 1, docs_uri: str | None = None, replay_window: timedelta | None = None,
+                         in_flight_wait: timedelta | None = None) -> tuple[Outcome, HttpResponse | None]:
+        """begin, and in the same statement idem_http_response for an outcome
+        that needs no work: (Fresh, None), or (outcome, the answer to send)."""
+        _refuse_autocommit(conn)
+        return _begun(await self._row(conn, _BEGIN_HTTP, (namespace, key, _json(request), replay_window,
+                                                          in_flight_wait, retry_after, docs_uri)))
+
     async def commit(self, conn: psycopg.AsyncConnection[Any], namespace: str, key: str, result: Any,
                      fence: int | None) -> None:
         """idem_commit: records the result; later begins replay it."""
@@ -274,5 +311,7 @@ class AsyncStore:
     async def http_response(self, conn: psycopg.AsyncConnection[Any], outcome: Outcome, retry_after: int = 1,
                             docs_uri: str | None = None) -> HttpResponse:
         """idem_http_response: the answer to an outcome that needs no work
-        (a replay, 409, 422). A Fresh outcome is refused by the server (22023)."""
+        (a replay, 409, 422), rebuilt from the outcome's fields (JSON numbers as
+        Python read them; begin_http answers from the server's own row). A Fresh
+        outcome is refused by the server (22023)."""
         return _http(await self._row(conn, _HTTP_RESPONSE, _http_params(outcome, retry_after, docs_uri)))
