@@ -19,9 +19,9 @@ SCHEMA = """
 CREATE EXTENSION idempotency;
 CREATE TABLE payments (
     id       bigserial PRIMARY KEY,
-    key      text NOT NULL,
+    key      text NOT NULL DEFAULT '',
     amount   numeric NOT NULL,
-    app      text NOT NULL
+    app      text NOT NULL DEFAULT 'readme'
 );
 CREATE TABLE shipments (
     id             bigserial PRIMARY KEY,

@@ -16,7 +16,7 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_mypy_strict() -> None:
-    done = run("mypy", "--strict", "src/idempotency", "tests/apps/fastapi_app.py")
+    done = run("mypy", "--strict", "src/idempotency", "tests/apps/fastapi_app.py", "tests/apps/readme_app.py")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
