@@ -37,6 +37,7 @@ class AppServer:
     """One app under uvicorn, in a process of its own."""
 
     def __init__(self, app: str, database: str, downstream: str = "", **env: str) -> None:
+        """Starts it."""
         target, extra = TARGETS[app]
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -87,11 +88,14 @@ class Downstream:
     and answers the same tracking number for the same key."""
 
     def __init__(self) -> None:
+        """Starts it."""
         calls: Counter[str] = Counter()
         self.calls = calls
 
         class Handler(BaseHTTPRequestHandler):
+            """POST /ship, counted by key."""
             def do_POST(self) -> None:
+                """Counts the call under its key and answers a tracking number."""
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 key = self.headers.get("Idempotency-Key") or ""
                 calls[key] += 1
@@ -103,6 +107,7 @@ class Downstream:
                 self.wfile.write(body)
 
             def log_message(self, format: str, *args: object) -> None:
+                """Quiet."""
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

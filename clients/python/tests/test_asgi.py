@@ -69,6 +69,7 @@ def make_app(database: str, **options: Any) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        """Opens the pool for the app's life."""
         async with pool:
             yield
 
@@ -85,21 +86,25 @@ def make_app(database: str, **options: Any) -> Starlette:
 
 @pytest.fixture
 def client(database: str) -> Iterator[TestClient]:
+    """A TestClient of the app, /maybe with an optional key."""
     with TestClient(make_app(database, optional=["/maybe"]), raise_server_exceptions=False) as c:
         yield c
 
 
 def new_key() -> str:
+    """A key no other test uses."""
     return f"asgi-{uuid.uuid4()}"
 
 
 def count(database: str, key: str) -> int:
+    """How many committed payments a key has."""
     with psycopg.connect(dbname=database, autocommit=True) as c:
         row = c.execute("SELECT count(*) FROM payments WHERE key = %s", (key,)).fetchone()
         return int(row[0]) if row else -1
 
 
 def test_a_body_that_is_not_json(client: TestClient, database: str) -> None:
+    """Raw bytes in and out: fingerprinted by their SHA-256, replayed byte for byte."""
     key = new_key()
     first = client.post("/notes", content=b"\x00\xffraw bytes", headers={"Idempotency-Key": key})
     assert first.status_code == 201 and first.content.endswith("\n\xe9".encode())
@@ -114,6 +119,7 @@ def test_a_body_that_is_not_json(client: TestClient, database: str) -> None:
 
 
 def test_an_empty_body_and_a_json_body_differ(client: TestClient) -> None:
+    """No body is null, as the body null is; {} is another request."""
     key = new_key()
     assert client.post("/notes", headers={"Idempotency-Key": key}).status_code == 201
     assert client.post("/notes", content=b"null", headers={"Idempotency-Key": key}).status_code == 201  # null both
@@ -121,6 +127,7 @@ def test_an_empty_body_and_a_json_body_differ(client: TestClient) -> None:
 
 
 def test_json_numbers_are_replayed_as_recorded(client: TestClient) -> None:
+    """A replay sends the recorded JSON, 1.50 as 1.50."""
     key = new_key()
     first = client.post("/api/items/1", json={"a": 1}, headers={"Idempotency-Key": key})
     assert first.status_code == 201 and first.json() == {"item": 1, "n": 1.5}
@@ -130,6 +137,7 @@ def test_json_numbers_are_replayed_as_recorded(client: TestClient) -> None:
 
 
 def test_route_templates(database: str) -> None:
+    """Templates of Starlette routes and mounts, and of FastAPI's included routers."""
     from fastapi import APIRouter, FastAPI
 
     app = make_app(database)
@@ -152,6 +160,7 @@ def test_route_templates(database: str) -> None:
 
 
 def test_a_route_with_an_optional_key(client: TestClient) -> None:
+    """An optional route runs without the store when the key is left out."""
     assert client.post("/maybe").json() == {"key": None}  # no key: run without the store
     key = new_key()
     assert client.post("/maybe", headers={"Idempotency-Key": key}).json() == {"key": key}
@@ -162,6 +171,7 @@ def test_a_route_with_an_optional_key(client: TestClient) -> None:
 
 
 def test_4xx_is_recorded_unless_configured(database: str, client: TestClient) -> None:
+    """4xx is recorded by default; a service that records only 2xx rolls it back."""
     key = new_key()
     assert client.post("/missing", headers={"Idempotency-Key": key}).status_code == 404
     replay = client.post("/missing", headers={"Idempotency-Key": key})
@@ -177,6 +187,7 @@ def test_4xx_is_recorded_unless_configured(database: str, client: TestClient) ->
 
 
 def test_an_exception_records_nothing(client: TestClient, database: str) -> None:
+    """An exception rolls back the claim and the handler's write."""
     key = new_key()
     for _ in range(2):
         assert client.post("/boom", headers={"Idempotency-Key": key}).status_code == 500
@@ -184,6 +195,7 @@ def test_an_exception_records_nothing(client: TestClient, database: str) -> None
 
 
 def test_a_pool_in_autocommit_mode(database: str) -> None:
+    """The middleware opens its transaction on an autocommit pool too."""
     with TestClient(make_app(database, connect_kwargs={"autocommit": True}), raise_server_exceptions=False) as c:
         key = new_key()
         assert c.post("/notes", content=b"x", headers={"Idempotency-Key": key}).status_code == 201
@@ -196,8 +208,11 @@ class Unreachable:
     """A connection source whose database cannot be reached."""
 
     def connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
+        """A connection that cannot be had."""
+
         @asynccontextmanager
         async def refuse() -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+            """Fails as a refused connection does."""
             raise psycopg.OperationalError("connection refused")
             yield  # type: ignore[unreachable]
 
@@ -205,6 +220,7 @@ class Unreachable:
 
 
 def test_fail_closed(database: str) -> None:
+    """No database: 503 with the service's docs, and the handler never runs."""
     ran: list[str] = []
     app = make_app(database, source=Unreachable(), docs_uri="https://example.com/idem", retry_after=5)
     app.router.routes.append(Route("/spy", lambda r: ran.append("x") or Response(), methods=["POST"]))
@@ -217,10 +233,18 @@ def test_fail_closed(database: str) -> None:
 
 
 def test_settings_are_checked_at_start_up() -> None:
+    """A bad namespace fails when the app is built, not per request."""
     from idempotency import InvalidArgument
 
     async def nothing(scope: Any, receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        """An ASGI app that does nothing."""
         pass
 
     with pytest.raises(InvalidArgument, match="invalid idempotency namespace"):
         IdempotencyMiddleware(nothing, namespace="Payments", pool=Unreachable())
+
+
+def test_repeated_key_fields_are_refused(client: TestClient) -> None:
+    """Two Idempotency-Key fields are joined as a proxy joins them ("a, a"): a 400, never a new key."""
+    answer = client.post("/notes", headers=[("Idempotency-Key", "a"), ("Idempotency-Key", "a")])
+    assert answer.status_code == 400 and answer.json()["code"] == "INVALID_IDEMPOTENCY_KEY"

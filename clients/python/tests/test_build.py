@@ -26,6 +26,7 @@ def uv() -> str:
 
 
 def test_the_wheel_installs_and_imports(tmp_path: Path) -> None:
+    """uv build makes a wheel and an sdist; the wheel's files import."""
     dist = tmp_path / "dist"
     subprocess.run([uv(), "build", "--quiet", "--out-dir", str(dist)], cwd=ROOT, check=True, timeout=300)
     (wheel,) = dist.glob("idempotency_pg-*.whl")

@@ -23,6 +23,7 @@ NAMESPACES = {"fastapi": "py-fastapi", "django": "py-django"}
 
 @pytest.fixture(scope="module")
 def downstream() -> Iterator[Downstream]:
+    """The fake downstream service, for the module."""
     d = Downstream()
     yield d
     d.stop()
@@ -37,6 +38,7 @@ def app(request: pytest.FixtureRequest, database: str, downstream: Downstream) -
 
 
 def new_key() -> str:
+    """A key no other test uses."""
     return f"http-{uuid.uuid4()}"
 
 
@@ -73,6 +75,7 @@ def post(url: str, key: str | None, body: Any, sleep: float = 0) -> httpx.Respon
 
 
 def test_same_request_twice(app: tuple[str, AppServer], database: str) -> None:
+    """One effect; the second answer is the first, marked as a replay."""
     _, server = app
     key = new_key()
     first = post(server.url + "/payments", key, {"amount": 10})
@@ -87,6 +90,7 @@ def test_same_request_twice(app: tuple[str, AppServer], database: str) -> None:
 
 
 def test_two_at_once(app: tuple[str, AppServer], database: str) -> None:
+    """While the first runs, the second gets 409 with Retry-After."""
     name, server = app
     key = new_key()
     answers: dict[str, httpx.Response] = {}
@@ -104,6 +108,7 @@ def test_two_at_once(app: tuple[str, AppServer], database: str) -> None:
 
 
 def test_a_handler_that_raises_records_nothing(app: tuple[str, AppServer], database: str) -> None:
+    """An exception: 500, nothing recorded or committed; the retry succeeds."""
     name, server = app
     key = new_key()
     failed = post(server.url + "/payments", key, {"amount": 7, "fail_once": True})
@@ -116,6 +121,7 @@ def test_a_handler_that_raises_records_nothing(app: tuple[str, AppServer], datab
 
 
 def test_a_5xx_answer_records_nothing(app: tuple[str, AppServer], database: str) -> None:
+    """A 5xx answer rolls back; the retry succeeds and is replayed after."""
     _, server = app
     key = new_key()
     assert post(server.url + "/flaky", key, {}).status_code == 503
@@ -127,6 +133,7 @@ def test_a_5xx_answer_records_nothing(app: tuple[str, AppServer], database: str)
 
 
 def test_a_reused_key(app: tuple[str, AppServer], database: str) -> None:
+    """The key with another body, or on another endpoint: 422, never a replay."""
     _, server = app
     key = new_key()
     assert post(server.url + "/payments", key, {"amount": 10}).status_code == 201
@@ -140,6 +147,7 @@ def test_a_reused_key(app: tuple[str, AppServer], database: str) -> None:
 
 
 def test_the_route_template_is_fingerprinted(app: tuple[str, AppServer], database: str) -> None:
+    """Another path of the same template is the same request."""
     _, server = app
     key = new_key()
     first = post(server.url + "/payments/1/refunds", key, {"reason": "late"})
@@ -151,6 +159,7 @@ def test_the_route_template_is_fingerprinted(app: tuple[str, AppServer], databas
 
 
 def test_a_missing_or_malformed_key(app: tuple[str, AppServer], database: str) -> None:
+    """400 from idem_http_key, and the handler does not run."""
     _, server = app
     missing = post(server.url + "/payments", None, {"amount": 1})
     assert missing.status_code == 400 and missing.json()["code"] == "MISSING_IDEMPOTENCY_KEY"
@@ -163,6 +172,7 @@ def test_a_missing_or_malformed_key(app: tuple[str, AppServer], database: str) -
 
 
 def test_a_minted_key_goes_downstream(app: tuple[str, AppServer], database: str, downstream: Downstream) -> None:
+    """Every retry sends the downstream the same minted key; a replay sends nothing."""
     _, server = app
     key = new_key()
     minted = idempotency.mint("py-downstream", [key])
@@ -188,6 +198,7 @@ def test_a_process_killed_mid_handler(app: tuple[str, AppServer], database: str)
         answers: list[object] = []
 
         def doomed_request() -> None:
+            """The request the kill interrupts."""
             try:
                 answers.append(post(victim.url + "/payments", key, {"amount": 3}, sleep=60))
             except httpx.TransportError as e:
@@ -230,10 +241,12 @@ class socket_closed_port:
     """A port on 127.0.0.1 that refuses connections while the block runs."""
 
     def __enter__(self) -> int:
+        """Binds the port without listening."""
         self.socket = socket.socket()
         self.socket.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
         port: int = self.socket.getsockname()[1]
         return port
 
     def __exit__(self, *exc: object) -> None:
+        """Frees it."""
         self.socket.close()

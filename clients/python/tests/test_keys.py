@@ -41,6 +41,7 @@ def run_local(function: str, value: Any) -> tuple[Any, str, str]:
 
 
 def test_vector_files_are_loaded() -> None:
+    """The vector files are there and hold every rule."""
     assert len(KEY_ROWS) >= 40
     assert {r["function"] for r in KEY_ROWS} == {"namespace", "parse", "mint"}
     assert len(MINT_ROWS) >= 20
@@ -48,6 +49,7 @@ def test_vector_files_are_loaded() -> None:
 
 @pytest.mark.parametrize("row", KEY_ROWS, ids=[r["name"] for r in KEY_ROWS])
 def test_key_rule(row: dict[str, str]) -> None:
+    """One row of keys.csv: the answer, or the error's message and detail."""
     answer, message, detail = run_local(row["function"], json.loads(row["input"]))
     if row["key"] == "":
         assert (message, detail) == (row["message"], row["detail"])
@@ -58,12 +60,14 @@ def test_key_rule(row: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("row", MINT_ROWS, ids=[r["name"] for r in MINT_ROWS])
 def test_mint_vector(row: dict[str, str]) -> None:
+    """One mint row of vectors.csv, in two namespaces."""
     parts = json.loads(row["input"])
     assert mint("kat", parts) == row["sha256"]
     assert mint("another-namespace", parts) == row["sha256"]  # the namespace is validated, not hashed
 
 
 def test_errors_print_like_the_server() -> None:
+    """The package's errors read as psycopg prints the server's."""
     with pytest.raises(InvalidArgument) as e:
         parse("Payments", "k")
     assert str(e.value) == ('invalid idempotency namespace\nDETAIL:  Character "P" at position 1 is not allowed; '

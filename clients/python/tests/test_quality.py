@@ -16,10 +16,12 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_mypy_strict() -> None:
+    """mypy --strict on the package and the example apps."""
     done = run("mypy", "--strict", "src/idempotency", "tests/apps/fastapi_app.py", "tests/apps/readme_app.py")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_ruff() -> None:
+    """ruff on everything."""
     done = run("ruff", "check", ".")
     assert done.returncode == 0, done.stdout + done.stderr

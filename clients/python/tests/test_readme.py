@@ -18,10 +18,12 @@ EXAMPLE = HERE / "apps" / "readme_app.py"
 
 
 def test_the_fastapi_example_is_the_tested_app() -> None:
+    """The README's FastAPI block is tests/apps/readme_app.py."""
     assert BLOCKS[0] == EXAMPLE.read_text(encoding="utf-8")
 
 
 def test_the_fastapi_example_works(database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example replays the same request and makes one row."""
     monkeypatch.setenv("DATABASE_URL", f"dbname={database}")
     spec = importlib.util.spec_from_file_location("readme_app", EXAMPLE)
     assert spec is not None and spec.loader is not None
@@ -40,6 +42,7 @@ def test_the_fastapi_example_works(database: str, monkeypatch: pytest.MonkeyPatc
 
 def test_the_store_example_runs(database: str, monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The store example runs twice: fresh, then the replay."""
     store_block = next(b for b in BLOCKS if "store = Store()" in b)
     monkeypatch.setenv("PGDATABASE", database)
     exec(compile(store_block, "README.md", "exec"), {})

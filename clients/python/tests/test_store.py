@@ -36,6 +36,7 @@ def begin_fresh(store: Store, conn: psycopg.Connection, key: str, request: objec
 
 
 def test_fresh_then_prior_result(conn: psycopg.Connection, other: psycopg.Connection, key: str) -> None:
+    """A committed result replays to another transaction."""
     store = Store()
     with conn.transaction():
         fresh = begin_fresh(store, conn, key, {"amount": 100})
@@ -50,6 +51,7 @@ def test_fresh_then_prior_result(conn: psycopg.Connection, other: psycopg.Connec
 
 
 def test_in_flight_from_another_connection(conn: psycopg.Connection, other: psycopg.Connection, key: str) -> None:
+    """A claim open in one transaction is in flight to another."""
     store = Store()
     with conn.transaction():
         fresh = begin_fresh(store, conn, key, {"n": 1})
@@ -71,6 +73,7 @@ def test_in_flight_from_another_connection(conn: psycopg.Connection, other: psyc
 
 
 def test_prior_error(conn: psycopg.Connection, other: psycopg.Connection, key: str) -> None:
+    """A permanent failure replays as its error; a malformed one is the server's 22023."""
     store = Store()
     refusal = StoredError("InvalidAmount", "amount must be positive", cause="amount was -5")
     with conn.transaction():
@@ -94,6 +97,7 @@ def test_prior_error(conn: psycopg.Connection, other: psycopg.Connection, key: s
 
 
 def test_mismatch(conn: psycopg.Connection, key: str) -> None:
+    """The key with another request is a mismatch, answered 422 without the recorded request."""
     store = Store()
     with conn.transaction():
         fresh = begin_fresh(store, conn, key, {"amount": 100})
@@ -111,6 +115,7 @@ def test_mismatch(conn: psycopg.Connection, key: str) -> None:
 
 
 def test_fail_transient_then_fresh(conn: psycopg.Connection, other: psycopg.Connection, key: str) -> None:
+    """A transient failure forgets the claim: the next begin is fresh."""
     store = Store()
     with conn.transaction():
         fresh = begin_fresh(store, conn, key, {"n": 2})
@@ -124,6 +129,7 @@ def test_fail_transient_then_fresh(conn: psycopg.Connection, other: psycopg.Conn
 
 
 def test_rollback_takes_the_claim(conn: psycopg.Connection, key: str) -> None:
+    """A rolled-back claim leaves nothing."""
     store = Store()
     with conn.transaction():
         begin_fresh(store, conn, key, {})
@@ -134,6 +140,7 @@ def test_rollback_takes_the_claim(conn: psycopg.Connection, key: str) -> None:
 
 
 def test_autocommit_is_refused(database: str, key: str) -> None:
+    """Autocommit without a transaction block is refused before any round trip."""
     store = Store()
     with psycopg.connect(dbname=database, autocommit=True) as auto:
         with pytest.raises(TransactionRequired) as e:
@@ -150,6 +157,7 @@ def test_autocommit_is_refused(database: str, key: str) -> None:
 
 
 def test_json_text_keeps_numbers_exact(conn: psycopg.Connection, key: str) -> None:
+    """JsonText goes as it is: 1.50 stays 1.50 in the fingerprint."""
     store = Store()
     with conn.transaction():
         fresh = begin_fresh(store, conn, key, JsonText('{"amount": 1.50}'))
@@ -162,6 +170,7 @@ def test_json_text_keeps_numbers_exact(conn: psycopg.Connection, key: str) -> No
 
 
 def test_http_key(conn: psycopg.Connection) -> None:
+    """The header, bare or quoted, or the 400."""
     store = Store()
     with conn.transaction():
         assert store.http_key(conn, NS, '"7d1c-44a0"').key == "7d1c-44a0"
@@ -177,6 +186,7 @@ def test_http_key(conn: psycopg.Connection) -> None:
 
 
 def test_recorded_response_replays(conn: psycopg.Connection, key: str) -> None:
+    """A recorded {status, headers, body} replays as itself, marked."""
     store = Store()
     with conn.transaction():
         fresh = begin_fresh(store, conn, key, {})
@@ -189,6 +199,7 @@ def test_recorded_response_replays(conn: psycopg.Connection, key: str) -> None:
 
 
 def test_begin_http_answers_in_one_statement(conn: psycopg.Connection, key: str) -> None:
+    """begin_http: the outcome and the server's answer, numbers as recorded."""
     store = Store()
     with conn.transaction():
         fresh, none = store.begin_http(conn, NS, key, {"a": 1})
@@ -206,6 +217,7 @@ def test_begin_http_answers_in_one_statement(conn: psycopg.Connection, key: str)
 
 
 def test_fresh_has_no_http_response(conn: psycopg.Connection, key: str) -> None:
+    """The server refuses an HTTP answer for a fresh outcome."""
     store = Store()
     with conn.transaction():
         fresh = begin_fresh(store, conn, key, {})
@@ -216,6 +228,7 @@ def test_fresh_has_no_http_response(conn: psycopg.Connection, key: str) -> None:
 
 def test_lease_heartbeat_save_point_and_takeover(conn: psycopg.Connection, other: psycopg.Connection,
                                                   key: str) -> None:
+    """A leased claim: heartbeat, save point, in flight, then a takeover that resumes."""
     store = Store()
     ns = "py-leased"
     conn.execute("SELECT idempotency.idem_namespace_configure(%s, in_progress_lease => '1 second')", (ns,))
@@ -245,6 +258,7 @@ def test_lease_heartbeat_save_point_and_takeover(conn: psycopg.Connection, other
 
 
 def test_added_columns_are_ignored() -> None:
+    """Columns the package does not know are ignored."""
     row = {"kind": "prior_result", "result": {"a": 1}, "submitted_hash": b"\x01" * 32, "a_column_of_1_1": 42}
     assert outcome_from_row(row) == PriorResult({"a": 1}, b"\x01" * 32)
     fresh = outcome_from_row({"kind": "fresh", "fence": 2**32, "attempt": 1, "takeover": False,
@@ -253,6 +267,7 @@ def test_added_columns_are_ignored() -> None:
 
 
 def test_version(conn: psycopg.Connection) -> None:
+    """The server answers API 1."""
     version = Store().server_version(conn)
     assert version.api.startswith("1.") and version.edition in ("native", "portable")
     assert version.version.split(".")[0] == "1"
@@ -268,12 +283,14 @@ def scratch() -> object:
 
 
 def test_no_extension_is_refused(scratch: str) -> None:
+    """A database without the extension is refused, with the advice to create it."""
     with psycopg.connect(dbname=scratch) as c, pytest.raises(IncompatibleServer) as e:
         Store().begin(c, NS, "k", {})
     assert "not installed" in e.value.message and e.value.hint == "Run CREATE EXTENSION idempotency."
 
 
 def test_a_09_server_is_refused(scratch: str) -> None:
+    """0.9.2, without idem_version(), is refused with the advice to update."""
     with psycopg.connect(dbname=scratch) as c:
         c.execute("CREATE EXTENSION idempotency VERSION '0.9.2'")
         c.commit()
@@ -285,6 +302,7 @@ def test_a_09_server_is_refused(scratch: str) -> None:
 
 
 def test_another_api_major_is_refused(scratch: str) -> None:
+    """API 2.0 is refused, naming both versions."""
     with psycopg.connect(dbname=scratch) as c:
         c.execute("CREATE EXTENSION idempotency")
         c.execute("ALTER EXTENSION idempotency DROP FUNCTION idempotency.idem_version()")

@@ -15,7 +15,9 @@ NS = "py-async"
 
 
 def test_every_outcome_async(database: str, key: str) -> None:
+    """The outcomes through AsyncStore."""
     async def main() -> None:
+        """The test, on an event loop."""
         store = AsyncStore()
         async with await psycopg.AsyncConnection.connect(dbname=database) as a, \
                 await psycopg.AsyncConnection.connect(dbname=database) as b:
@@ -51,7 +53,9 @@ def test_every_outcome_async(database: str, key: str) -> None:
 
 
 def test_autocommit_is_refused_async(database: str, key: str) -> None:
+    """Autocommit is refused on an AsyncConnection too."""
     async def main() -> None:
+        """The test, on an event loop."""
         store = AsyncStore()
         async with await psycopg.AsyncConnection.connect(dbname=database, autocommit=True) as auto:
             with pytest.raises(TransactionRequired):
@@ -70,9 +74,11 @@ def test_pool_checks_the_version_once(database: str, key: str, monkeypatch: pyte
     monkeypatch.setattr(store_module, "_server_version", lambda *a: checks.append(a) or check(*a))
 
     async def main() -> None:
+        """The test, on an event loop."""
         store = AsyncStore()
         async with AsyncConnectionPool(f"dbname={database}", min_size=2, max_size=4, open=False) as pool:
             async def one(i: int) -> None:
+                """One request's transaction."""
                 async with pool.connection() as conn, conn.transaction():
                     fresh = await store.begin(conn, NS, f"{key}-{i}", {"i": i})
                     assert isinstance(fresh, Fresh)

@@ -163,6 +163,7 @@ def _replayed_receive(body: bytes, receive: Receive) -> Receive:
     sent = False
 
     async def replay() -> Message:
+        """The buffered body first, then the client's messages."""
         nonlocal sent
         if not sent:
             sent = True

@@ -15,6 +15,7 @@ class IdempotencyError(Exception):
 
     def __init__(self, message: str, detail: str | None = None, hint: str | None = None,
                  sqlstate: str | None = None) -> None:
+        """Keeps the parts apart, as psycopg's diag does for the server's errors."""
         super().__init__(message)
         self.message = message
         self.detail = detail
@@ -36,6 +37,7 @@ class InvalidArgument(IdempotencyError):
     (SQLSTATE 22023, with idem_parse's and idem_mint's message and detail)."""
 
     def __init__(self, message: str, detail: str) -> None:
+        """An error with the extension's message and detail."""
         super().__init__(message, detail, sqlstate="22023")
 
 
