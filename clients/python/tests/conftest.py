@@ -75,3 +75,12 @@ def other(database: str) -> Iterator[psycopg.Connection]:
 def key() -> str:
     """A key no other test uses."""
     return f"k-{uuid.uuid4()}"
+
+
+@pytest.fixture
+def scratch() -> Iterator[str]:
+    """An empty database a test may break, dropped after."""
+    name = f"idem_python_scratch_{os.getpid()}"
+    create_database(name, "")
+    yield name
+    drop_database(name)

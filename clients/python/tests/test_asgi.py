@@ -248,3 +248,14 @@ def test_repeated_key_fields_are_refused(client: TestClient) -> None:
     """Two Idempotency-Key fields are joined as a proxy joins them ("a, a"): a 400, never a new key."""
     answer = client.post("/notes", headers=[("Idempotency-Key", "a"), ("Idempotency-Key", "a")])
     assert answer.status_code == 400 and answer.json()["code"] == "INVALID_IDEMPOTENCY_KEY"
+
+
+def test_an_incompatible_server_is_refused(scratch: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A 0.9 extension: 503 (fail closed), and the log says why and what to run."""
+    with psycopg.connect(dbname=scratch, autocommit=True) as c:
+        c.execute("CREATE EXTENSION idempotency VERSION '0.9.2'")
+    with TestClient(make_app(scratch)) as client:
+        answer = client.post("/notes", headers={"Idempotency-Key": new_key()})
+    assert answer.status_code == 503
+    assert "the idempotency extension 0.9.2 is too old" in caplog.text
+    assert "ALTER EXTENSION idempotency UPDATE" in caplog.text

@@ -4,11 +4,14 @@ HTTP answers, the version check and the autocommit refusal."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 
+import idempotency.store as store_module
 from idempotency import (
     Fresh,
     IncompatibleServer,
@@ -22,8 +25,6 @@ from idempotency import (
     TransactionRequired,
     outcome_from_row,
 )
-
-from .conftest import create_database, drop_database
 
 NS = "py-store"
 
@@ -266,20 +267,31 @@ def test_added_columns_are_ignored() -> None:
     assert isinstance(fresh, Fresh) and fresh.submitted_hash == b"\x02" * 32
 
 
+def test_one_store_for_a_pool_of_threads(database: str, key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Store shared by the threads of a ConnectionPool asks idem_version() once."""
+    checks: list[object] = []
+    check = store_module._server_version
+    monkeypatch.setattr(store_module, "_server_version", lambda *a: checks.append(a) or check(*a))
+    store = Store()
+
+    def one(i: int) -> bool:
+        """One request's transaction on a pooled connection."""
+        with pool.connection() as c, c.transaction():
+            fresh = begin_fresh(store, c, f"{key}-{i}", {"i": i})
+            store.commit(c, NS, f"{key}-{i}", i, fresh.fence)
+        with pool.connection() as c, c.transaction():
+            return store.begin(c, NS, f"{key}-{i}", {"i": i}) == PriorResult(i, fresh.submitted_hash)
+
+    with ConnectionPool(f"dbname={database}", min_size=4, max_size=4) as pool, ThreadPoolExecutor(4) as threads:
+        assert all(threads.map(one, range(12)))
+    assert len(checks) == 1
+
+
 def test_version(conn: psycopg.Connection) -> None:
     """The server answers API 1."""
     version = Store().server_version(conn)
     assert version.api.startswith("1.") and version.edition in ("native", "portable")
     assert version.version.split(".")[0] == "1"
-
-
-@pytest.fixture
-def scratch() -> object:
-    """A database the test may break, dropped after."""
-    name = "idem_python_scratch"
-    create_database(name, "")
-    yield name
-    drop_database(name)
 
 
 def test_no_extension_is_refused(scratch: str) -> None:

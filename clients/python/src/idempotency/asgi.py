@@ -26,6 +26,7 @@ import psycopg
 from starlette.requests import Request
 from starlette.routing import Host, Match, Mount
 
+from .errors import IncompatibleServer
 from .http import (
     DEFAULT_METHODS,
     DEFAULT_REPLAY_HEADERS,
@@ -267,6 +268,9 @@ class IdempotencyMiddleware:
         try:
             conn = await stack.enter_async_context(self.pool.connection())
             claimed = await self._claim(conn, scope["method"], raw_key, target, body)
+        except IncompatibleServer as e:
+            log.error("idempotency: the server is refused, answering 503: %s", e)
+            claimed = unavailable(self.settings)
         except Exception:
             log.exception("idempotency: the store cannot be reached; answering 503")
             claimed = unavailable(self.settings)

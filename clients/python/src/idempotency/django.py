@@ -29,6 +29,7 @@ from django.http import HttpResponse as DjangoResponse
 from django.http.response import HttpResponseBase
 from django.urls import Resolver404, resolve
 
+from .errors import IncompatibleServer
 from .http import Claim, HttpResponse, Settings, header, recorded_response, request_fingerprint, unavailable
 from .outcomes import Fresh
 from .store import Store
@@ -106,7 +107,13 @@ class IdempotencyMiddleware:
         try:
             with transaction.atomic(using=self.database):
                 return self._in_transaction(request, raw_key, target, body)
-        except (_Unavailable, DatabaseError, psycopg.Error):
+        except _Unavailable as e:
+            if isinstance(e.__cause__, IncompatibleServer):
+                log.error("idempotency: the server is refused, answering 503: %s", e.__cause__)
+            else:
+                log.exception("idempotency: the store cannot be reached or did not commit; answering 503")
+            return _reply(unavailable(s))
+        except (DatabaseError, psycopg.Error):
             log.exception("idempotency: the store cannot be reached or did not commit; answering 503")
             return _reply(unavailable(s))
 
