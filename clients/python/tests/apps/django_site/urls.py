@@ -1,0 +1,11 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("health", views.health),
+    path("payments", views.create_payment),
+    path("payments/<int:payment_id>/refunds", views.refund),
+    path("flaky", views.flaky),
+    path("shipments", views.ship),
+]

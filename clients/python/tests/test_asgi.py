@@ -1,0 +1,261 @@
+"""The ASGI middleware on a plain Starlette app, through Starlette's
+TestClient: the adapter's details (route templates, bodies that are not
+JSON, optional keys, what is recorded, fail closed)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import AsyncConnectionPool
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.testclient import TestClient
+
+from idempotency.asgi import IdempotencyMiddleware, claim, connection, route_template
+
+NS = "py-starlette"
+
+
+async def note(request: Request) -> Response:
+    """Writes the raw body as a note in the claim's transaction; answers text."""
+    body = await request.body()
+    cur = await connection(request).execute(
+        "INSERT INTO payments (key, amount, app) VALUES (%s, %s, 'starlette') RETURNING id",
+        (claim(request).key, len(body)))
+    row = await cur.fetchone()
+    return PlainTextResponse(f"note {row[0] if row else 0}\n\xe9", status_code=201, headers={"X-Not-Kept": "1"})
+
+
+async def item(request: Request) -> Response:
+    """A mounted route with a parameter."""
+    text = f'{{"item": {request.path_params["item_id"]}, "n": 1.50}}'
+    return Response(text, status_code=201, media_type="application/json")
+
+
+async def missing(request: Request) -> Response:
+    """Writes, then answers 404: recorded by default, rolled back when the service records only 2xx."""
+    await connection(request).execute("INSERT INTO payments (key, amount, app) VALUES (%s, 0, 'starlette')",
+                                      (claim(request).key,))
+    return JSONResponse({"error": "no such thing"}, status_code=404)
+
+
+async def boom(request: Request) -> Response:
+    """Writes, then raises."""
+    await connection(request).execute("INSERT INTO payments (key, amount, app) VALUES (%s, 0, 'starlette')",
+                                      (claim(request).key,))
+    raise RuntimeError("boom")
+
+
+async def maybe(request: Request) -> Response:
+    """An optional-key route: with a key it runs under the store, without one it runs alone."""
+    try:
+        return JSONResponse({"key": claim(request).key})
+    except LookupError:
+        return JSONResponse({"key": None})
+
+
+def make_app(database: str, **options: Any) -> Starlette:
+    """A Starlette app with the middleware, its pool opened by its lifespan."""
+    pool = AsyncConnectionPool(f"dbname={database}", open=False, min_size=1, max_size=4,
+                               kwargs=options.pop("connect_kwargs", {}))
+    source = options.pop("source", pool)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        """Opens the pool for the app's life."""
+        async with pool:
+            yield
+
+    app = Starlette(routes=[
+        Route("/notes", note, methods=["POST"]),
+        Route("/missing", missing, methods=["POST"]),
+        Route("/boom", boom, methods=["POST"]),
+        Route("/maybe", maybe, methods=["POST", "GET"]),
+        Mount("/api", routes=[Route("/items/{item_id:int}", item, methods=["POST"])]),
+    ], lifespan=lifespan)
+    app.add_middleware(IdempotencyMiddleware, namespace=NS, pool=source, **options)
+    return app
+
+
+@pytest.fixture
+def client(database: str) -> Iterator[TestClient]:
+    """A TestClient of the app, /maybe with an optional key."""
+    with TestClient(make_app(database, optional=["/maybe"]), raise_server_exceptions=False) as c:
+        yield c
+
+
+def new_key() -> str:
+    """A key no other test uses."""
+    return f"asgi-{uuid.uuid4()}"
+
+
+def count(database: str, key: str) -> int:
+    """How many committed payments a key has."""
+    with psycopg.connect(dbname=database, autocommit=True) as c:
+        row = c.execute("SELECT count(*) FROM payments WHERE key = %s", (key,)).fetchone()
+        return int(row[0]) if row else -1
+
+
+def test_a_body_that_is_not_json(client: TestClient, database: str) -> None:
+    """Raw bytes in and out: fingerprinted by their SHA-256, replayed byte for byte."""
+    key = new_key()
+    first = client.post("/notes", content=b"\x00\xffraw bytes", headers={"Idempotency-Key": key})
+    assert first.status_code == 201 and first.content.endswith("\n\xe9".encode())
+    again = client.post("/notes", content=b"\x00\xffraw bytes", headers={"Idempotency-Key": key})
+    assert again.status_code == 201 and again.headers["Idempotency-Replayed"] == "true"
+    assert again.content == first.content  # recorded as base64, replayed byte for byte
+    assert again.headers["Content-Type"] == first.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert "x-not-kept" in first.headers and "x-not-kept" not in again.headers
+    other = client.post("/notes", content=b"\x00\xffother bytes", headers={"Idempotency-Key": key})
+    assert other.status_code == 422  # the sha256 of other bytes
+    assert count(database, key) == 1
+
+
+def test_an_empty_body_and_a_json_body_differ(client: TestClient) -> None:
+    """No body is null, as the body null is; {} is another request."""
+    key = new_key()
+    assert client.post("/notes", headers={"Idempotency-Key": key}).status_code == 201
+    assert client.post("/notes", content=b"null", headers={"Idempotency-Key": key}).status_code == 201  # null both
+    assert client.post("/notes", content=b"{}", headers={"Idempotency-Key": key}).status_code == 422
+
+
+def test_json_numbers_are_replayed_as_recorded(client: TestClient) -> None:
+    """A replay sends the recorded JSON, 1.50 as 1.50."""
+    key = new_key()
+    first = client.post("/api/items/1", json={"a": 1}, headers={"Idempotency-Key": key})
+    assert first.status_code == 201 and first.json() == {"item": 1, "n": 1.5}
+    replay = client.post("/api/items/2", content=b'{ "a" : 1 }', headers={"Idempotency-Key": key})
+    assert replay.headers["Idempotency-Replayed"] == "true"  # /api/items/{item_id:int}: the same template
+    assert b"1.50" in replay.content and replay.json() == first.json()
+
+
+def test_route_templates(database: str) -> None:
+    """Templates of Starlette routes and mounts, and of FastAPI's included routers."""
+    from fastapi import APIRouter, FastAPI
+
+    app = make_app(database)
+    scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/api/items/7", "root_path": "", "app": app}
+    assert route_template(scope) == "/api/items/{item_id:int}"
+    assert route_template({**scope, "path": "/nowhere/7"}) == "/nowhere/7"
+    assert route_template({**scope, "method": "PUT", "path": "/notes"}) == "/notes"  # a 405 is routed there too
+
+    api = FastAPI()
+    inner = APIRouter(prefix="/orders")
+    inner.add_api_route("/{order_id}/lines/{line}", lambda order_id, line: None, methods=["POST"])
+    outer = APIRouter()
+    outer.include_router(inner, prefix="/v2")
+    api.include_router(outer)
+    api.add_api_route("/top/{x}", lambda x: None, methods=["POST"])
+    fast = {"type": "http", "method": "POST", "path": "/v2/orders/9/lines/3", "root_path": "", "app": api}
+    assert route_template(fast) == "/v2/orders/{order_id}/lines/{line}"
+    assert route_template({**fast, "path": "/top/1"}) == "/top/{x}"
+    assert "fastapi" not in fast  # matching wrote nothing into the request's scope
+
+
+def test_a_route_with_an_optional_key(client: TestClient) -> None:
+    """An optional route runs without the store when the key is left out."""
+    assert client.post("/maybe").json() == {"key": None}  # no key: run without the store
+    key = new_key()
+    assert client.post("/maybe", headers={"Idempotency-Key": key}).json() == {"key": key}
+    replay = client.post("/maybe", headers={"Idempotency-Key": key})
+    assert replay.headers["Idempotency-Replayed"] == "true"
+    assert client.post("/notes").status_code == 400  # elsewhere the key is required
+    assert client.get("/maybe").json() == {"key": None}  # GET is not covered
+
+
+def test_4xx_is_recorded_unless_configured(database: str, client: TestClient) -> None:
+    """4xx is recorded by default; a service that records only 2xx rolls it back."""
+    key = new_key()
+    assert client.post("/missing", headers={"Idempotency-Key": key}).status_code == 404
+    replay = client.post("/missing", headers={"Idempotency-Key": key})
+    assert replay.status_code == 404 and replay.headers["Idempotency-Replayed"] == "true"
+    assert count(database, key) == 1
+    app = make_app(database, record=lambda status: 200 <= status < 300)
+    with TestClient(app) as only_2xx:
+        key = new_key()
+        for _ in range(2):
+            answer = only_2xx.post("/missing", headers={"Idempotency-Key": key})
+            assert answer.status_code == 404 and "idempotency-replayed" not in answer.headers
+        assert count(database, key) == 0  # not recorded: rolled back, the handler's write with it
+
+
+def test_an_exception_records_nothing(client: TestClient, database: str) -> None:
+    """An exception rolls back the claim and the handler's write."""
+    key = new_key()
+    for _ in range(2):
+        assert client.post("/boom", headers={"Idempotency-Key": key}).status_code == 500
+    assert count(database, key) == 0
+
+
+def test_a_pool_in_autocommit_mode(database: str) -> None:
+    """The middleware opens its transaction on an autocommit pool too."""
+    with TestClient(make_app(database, connect_kwargs={"autocommit": True}), raise_server_exceptions=False) as c:
+        key = new_key()
+        assert c.post("/notes", content=b"x", headers={"Idempotency-Key": key}).status_code == 201
+        assert c.post("/notes", content=b"x", headers={"Idempotency-Key": key}).headers["Idempotency-Replayed"]
+        assert c.post("/boom", headers={"Idempotency-Key": key + "b"}).status_code == 500
+    assert count(database, key) == 1 and count(database, key + "b") == 0
+
+
+class Unreachable:
+    """A connection source whose database cannot be reached."""
+
+    def connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
+        """A connection that cannot be had."""
+
+        @asynccontextmanager
+        async def refuse() -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+            """Fails as a refused connection does."""
+            raise psycopg.OperationalError("connection refused")
+            yield  # type: ignore[unreachable]
+
+        return refuse()
+
+
+def test_fail_closed(database: str) -> None:
+    """No database: 503 with the service's docs, and the handler never runs."""
+    ran: list[str] = []
+    app = make_app(database, source=Unreachable(), docs_uri="https://example.com/idem", retry_after=5)
+    app.router.routes.append(Route("/spy", lambda r: ran.append("x") or Response(), methods=["POST"]))
+    with TestClient(app) as c:
+        answer = c.post("/spy", headers={"Idempotency-Key": new_key()})
+    assert answer.status_code == 503 and ran == []
+    assert answer.headers["Retry-After"] == "5"
+    assert answer.headers["Link"] == '<https://example.com/idem>; rel="describedby"'
+    assert answer.json()["type"] == "https://example.com/idem"
+
+
+def test_settings_are_checked_at_start_up() -> None:
+    """A bad namespace fails when the app is built, not per request."""
+    from idempotency import InvalidArgument
+
+    async def nothing(scope: Any, receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        """An ASGI app that does nothing."""
+        pass
+
+    with pytest.raises(InvalidArgument, match="invalid idempotency namespace"):
+        IdempotencyMiddleware(nothing, namespace="Payments", pool=Unreachable())
+
+
+def test_repeated_key_fields_are_refused(client: TestClient) -> None:
+    """Two Idempotency-Key fields are joined as a proxy joins them ("a, a"): a 400, never a new key."""
+    answer = client.post("/notes", headers=[("Idempotency-Key", "a"), ("Idempotency-Key", "a")])
+    assert answer.status_code == 400 and answer.json()["code"] == "INVALID_IDEMPOTENCY_KEY"
+
+
+def test_an_incompatible_server_is_refused(scratch: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A 0.9 extension: 503 (fail closed), and the log says why and what to run."""
+    with psycopg.connect(dbname=scratch, autocommit=True) as c:
+        c.execute("CREATE EXTENSION idempotency VERSION '0.9.2'")
+    with TestClient(make_app(scratch)) as client:
+        answer = client.post("/notes", headers={"Idempotency-Key": new_key()})
+    assert answer.status_code == 503
+    assert "the idempotency extension 0.9.2 is too old" in caplog.text
+    assert "ALTER EXTENSION idempotency UPDATE" in caplog.text
