@@ -5,12 +5,11 @@ import { IdempotencyError } from './errors.js';
 /** A JSON value as node-postgres' JSON.parse gives it. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
-/** The error recorded by idem_fail_permanent. */
+/** The error recorded by idem_fail_permanent: a class tag, a message and an optional cause, all strings. */
 export interface RecordedError {
   class_tag: string;
   message: string;
-  cause?: Json;
-  [member: string]: Json | undefined;
+  cause?: string;
 }
 
 /** This transaction holds the key: do the work, then finish it with the fence. */
