@@ -67,6 +67,30 @@ function target(req: Request): string {
   return new URL(req.originalUrl, 'http://localhost').pathname;
 }
 
+// Requests whose handler threw (or passed an error to next): never recorded, whatever Express answers.
+const threw = new WeakSet<Request>();
+const marked = new WeakMap<object, Set<string>>();
+
+/**
+ * Appends, once per route and method, an error handler that marks the request
+ * as failed and passes the error on: Express shows a middleware no error a
+ * later handler throws, and an error it answers 4xx must not be recorded.
+ * Only for a method the route has already, so that routing does not change.
+ */
+function markErrors(req: Request): void {
+  const route = (req as Request & { route?: Record<string, unknown> & { methods?: Record<string, boolean> } }).route;
+  const method = req.method.toLowerCase();
+  if (!route || route.methods?.[method] !== true || typeof route[method] !== 'function') return;
+  let methods = marked.get(route);
+  if (!methods) marked.set(route, (methods = new Set()));
+  if (methods.has(method)) return;
+  methods.add(method);
+  (route[method] as (fn: unknown) => void).call(route, (err: unknown, failed: Request, _res: Response, next: NextFunction) => {
+    threw.add(failed);
+    next(err);
+  });
+}
+
 function send(res: Response, r: HttpResponse): void {
   res.status(r.status);
   for (const [name, value] of Object.entries(r.headers)) res.setHeader(name, value);
@@ -76,7 +100,8 @@ function send(res: Response, r: HttpResponse): void {
 
 /**
  * The middleware. On a route, it keys every request of that route; mounted
- * with app.use, the methods of options.methods (POST and PATCH). A fresh
+ * with app.use, the methods of options.methods (POST and PATCH), with the
+ * path as the target and without sight of the errors handlers throw. A fresh
  * request reaches the handler with req.idempotency: its key and the client of
  * its transaction.
  */
@@ -105,7 +130,8 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
       const prepared = await prepare(s, { method: req.method, target: target(req), header, contentType: req.get('Content-Type'), body }, true);
       if (prepared.kind === 'skip') return next();
       if (prepared.kind === 'respond') return send(res, prepared.response);
-      holdResponse(res, prepared.attempt);
+      markErrors(req);
+      holdResponse(req, res, prepared.attempt);
       req.idempotency = prepared.attempt.context;
       next();
     })().catch(next);
@@ -117,7 +143,7 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
  * finished: the response leaves only after its record is committed, or is
  * replaced by a 503 when the commit fails.
  */
-function holdResponse(res: Response, attempt: Attempt): void {
+function holdResponse(req: Request, res: Response, attempt: Attempt): void {
   const original = { writeHead: res.writeHead, write: res.write, end: res.end };
   const chunks: Buffer[] = [];
   const bytes = (chunk: unknown, encoding?: unknown): Buffer | null => {
@@ -157,7 +183,7 @@ function holdResponse(res: Response, attempt: Attempt): void {
     res.end = original.end;
     const body = Buffer.concat(chunks);
     const headers = res.getHeaders() as Record<string, unknown>;
-    void attempt.finish({ status: res.statusCode, headers: headers as Record<string, string>, body }, false).then((instead) => {
+    void attempt.finish({ status: res.statusCode, headers: headers as Record<string, string>, body }, threw.has(req)).then((instead) => {
       if (instead) {
         for (const name of res.getHeaderNames()) res.removeHeader(name);
         res.statusMessage = '';

@@ -57,6 +57,8 @@ export async function createDatabase(label: string, options: { bare?: boolean } 
   await admin(`CREATE DATABASE ${name}`);
   const clients: pg.Client[] = [];
   const pool = new pg.Pool({ database: name, max: 10 });
+  // An idle connection the server ends would otherwise throw from the pool: say so instead.
+  pool.on('error', (err) => process.stderr.write(`idle connection of ${name}: ${err.message}\n`));
   if (!options.bare) {
     await pool.query(`
       SET client_min_messages = warning;

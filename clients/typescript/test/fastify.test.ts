@@ -1,0 +1,4 @@
+// The Fastify plugin over real HTTP: apps/payments.ts's service.
+import { httpSuite } from './http-suite.js';
+
+httpSuite('fastify');
