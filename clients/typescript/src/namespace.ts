@@ -7,7 +7,7 @@ import { OUTCOME_COLUMNS, outcomeFromRow, type Fresh, type Json, type Outcome, t
 
 /** What the package needs of a node-postgres Client or PoolClient. */
 export interface Queryable {
-  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+  query(text: string, values?: unknown[]): Promise<{ rows: any[]; rowCount?: number | null }>;
   /** node-postgres 8.21 and later: 'I' idle (autocommit), 'T' in a transaction block, 'E' failed. */
   getTransactionStatus?(): string | null;
 }

@@ -254,6 +254,20 @@ export function httpSuite(framework: Framework): void {
       }
     });
 
+    test('a database without the extension: the error reaches the framework, the handler never runs', async () => {
+      const bare = await createDatabase(`${framework}_bare`, { bare: true });
+      const wrong = await startApp(framework, { pool: bare.pool });
+      try {
+        const r = await post(`${wrong.url}/payments`, { amount: 1 }, newKey('bare'));
+        assert.equal(r.status, 500, r.text);
+        assert.match(r.text, /the idempotency extension is not installed in this database/);
+        assert.equal(wrong.runs.count, 0);
+      } finally {
+        await wrong.close();
+        await bare.drop();
+      }
+    });
+
     test('a process killed mid-handler: the retry succeeds, one committed row', async () => {
       const key = newKey('killed');
       const serve = fileURLToPath(new URL('./apps/serve.js', import.meta.url));
