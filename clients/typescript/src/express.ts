@@ -56,6 +56,7 @@ async function requestBody(req: Request, limit: number): Promise<Buffer | null> 
   return body;
 }
 
+// True when the request announces a body (a length above 0, or chunks).
 function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 }
@@ -91,6 +92,7 @@ function markErrors(req: Request): void {
   });
 }
 
+// Sends a response the middleware answers itself.
 function send(res: Response, r: HttpResponse): void {
   res.status(r.status);
   for (const [name, value] of Object.entries(r.headers)) res.setHeader(name, value);
@@ -127,7 +129,7 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
         }
         throw err;
       }
-      const prepared = await prepare(s, { method: req.method, target: target(req), header, contentType: req.get('Content-Type'), body }, true);
+      const prepared = await prepare(s, { method: req.method, target: target(req), header, contentType: req.get('Content-Type'), body });
       if (prepared.kind === 'skip') return next();
       if (prepared.kind === 'respond') return send(res, prepared.response);
       markErrors(req);

@@ -62,10 +62,12 @@ async function payloadBytes(payload: unknown): Promise<Buffer> {
   return Buffer.from(String(payload), 'utf8');
 }
 
+// Sends a response the plugin answers itself.
 function reply(replyTo: FastifyReply, r: HttpResponse): FastifyReply {
   return replyTo.code(r.status).headers(r.headers).send(r.body);
 }
 
+// A route's hooks (one, several or none) as a list, to add the plugin's after them.
 function toArray<T>(hooks: T | T[] | undefined): T[] {
   return hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks];
 }
@@ -101,7 +103,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (app, option
         header: Array.isArray(header) ? header.join(', ') : header,
         contentType: request.headers['content-type'],
         body: chunks && chunks.length > 0 ? Buffer.concat(chunks) : null,
-      }, true);
+      });
       if (prepared.kind === 'respond') return reply(replyTo, prepared.response);
       if (prepared.kind === 'run') {
         attempts.set(request, { attempt: prepared.attempt, threw: false });

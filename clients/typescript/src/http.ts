@@ -77,7 +77,7 @@ export interface HttpRequest {
   body: Buffer | null;
 }
 
-/** What to do with a request: skip the store, answer at once, or run the handler in the attempt. */
+/** What to do with a request: run the handler without the store, answer at once, or run it in the attempt. */
 export type Prepared =
   | { readonly kind: 'skip' }
   | { readonly kind: 'respond'; readonly response: HttpResponse }
@@ -209,21 +209,25 @@ function notRecorded(s: Settings, err: unknown): HttpResponse {
   return { status: 500, headers: { 'Content-Type': 'application/problem+json' }, body: Buffer.from(JSON.stringify(problem)) };
 }
 
-/** True for an error that says the database cannot be reached (no SQLSTATE, class 08, 57P0x, 53300). */
+/**
+ * True for an error that says the database cannot be reached: a SQLSTATE of
+ * class 08, 57P0x or 53300, or a socket's error (ECONNREFUSED, "Connection
+ * terminated"), which has none; not a bug (TypeError and its kin), nor this package's refusals.
+ */
 export function isConnectionError(err: unknown): boolean {
+  if (err instanceof IdempotencyError || err instanceof TypeError || err instanceof RangeError
+    || err instanceof SyntaxError || err instanceof ReferenceError) return false;
   const code = (err as { code?: unknown })?.code;
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return !(err instanceof IdempotencyError);
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
   return code.startsWith('08') || code.startsWith('57P') || code === '53300';
 }
 
 /**
- * Decides a request: no store (a method it does not key, an optional header
- * absent), an answer at once (400, a replay, 409, 422, 503), or a fresh claim
+ * Decides a request: no store (an optional header absent), an answer at once (400, a replay, 409, 422, 503), or a fresh claim
  * whose handler runs in the attempt's transaction. Errors that are not the
  * database's absence (an incompatible server, an invalid namespace) are thrown.
  */
-export async function prepare(s: Settings, request: HttpRequest, applies: boolean): Promise<Prepared> {
-  if (!applies) return { kind: 'skip' };
+export async function prepare(s: Settings, request: HttpRequest): Promise<Prepared> {
   if (request.header === undefined && !s.required) return { kind: 'skip' };
   let client: PoolClientLike;
   try {
@@ -304,6 +308,7 @@ export class Attempt {
     };
   }
 
+  // Refuses a second finish by the handler.
   private openForHandler(): void {
     if (this.state !== 'open') throw new IdempotencyError('55000', 'the idempotency attempt is already finished', `Its state is ${this.state}.`);
   }

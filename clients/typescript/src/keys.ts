@@ -32,6 +32,7 @@ function nameChar(cp: number): string {
   return cp >= 0x21 && cp <= 0x7e && cp !== 0x22 ? `"${String.fromCodePoint(cp)}"` : uplus(cp);
 }
 
+// a-z, 0-9, "-" and "_": the namespace's alphabet.
 function isNamespaceChar(cp: number): boolean {
   return (cp >= 0x61 && cp <= 0x7a) || (cp >= 0x30 && cp <= 0x39) || cp === 0x2d || cp === 0x5f;
 }

@@ -78,14 +78,17 @@ export const OUTCOME_COLUMNS = `o.kind::text AS kind, o.result::text AS result, 
   (extract(epoch FROM o.lease_ends_at) * 1000)::text AS lease_ends_at, o.takeover::text AS takeover,
   o.recovery_point AS recovery_point, o.recovery_state::text AS recovery_state`;
 
+// A jsonb column's text, parsed.
 function json(v: string | null | undefined): Json {
   return v === null || v === undefined ? null : (JSON.parse(v) as Json);
 }
 
+// A timestamptz selected as milliseconds since the epoch.
 function date(ms: string | null | undefined): Date | null {
   return ms === null || ms === undefined ? null : new Date(Number(ms));
 }
 
+// A bytea selected as hex.
 function bytes(hex: string | null | undefined): Buffer | null {
   return hex === null || hex === undefined ? null : Buffer.from(hex, 'hex');
 }
