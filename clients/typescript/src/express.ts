@@ -1,0 +1,201 @@
+// The Express middleware: put it on a route with one namespace, and the
+// handler runs once per key, inside the transaction of its claim.
+//   app.post('/payments', idempotency({ pool, namespace: 'payments' }), handler)
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { prepare, routeTemplate, settings, type Attempt, type HttpResponse, type IdempotencyContext, type IdempotencyOptions } from './http.js';
+
+export type { IdempotencyContext, IdempotencyOptions } from './http.js';
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      /** The claim and its transaction, on a request the idempotency middleware let through fresh. */
+      idempotency?: IdempotencyContext;
+    }
+  }
+}
+
+/** Options of the Express middleware. */
+export interface ExpressIdempotencyOptions extends IdempotencyOptions {
+  /** The largest body the middleware reads itself, in bytes, when no body parser ran before it (default 1 MiB). */
+  bodyLimit?: number;
+}
+
+class BodyTooLarge extends Error {}
+
+// The body's bytes: what a parser before the middleware left, or the stream, read here.
+async function requestBody(req: Request, limit: number): Promise<Buffer | null> {
+  const parsed: unknown = req.body;
+  if (parsed !== undefined || req.readableEnded) {
+    if (parsed === undefined || parsed === null) return null;
+    if (Buffer.isBuffer(parsed)) return parsed;
+    if (typeof parsed === 'string') return Buffer.from(parsed, 'utf8');
+    // A parser took the bytes: its value is what the fingerprint gets.
+    if (typeof parsed === 'object' && Object.keys(parsed).length === 0 && !hasBody(req)) return null;
+    return Buffer.from(JSON.stringify(parsed), 'utf8');
+  }
+  if (!hasBody(req)) return null;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new BodyTooLarge();
+    chunks.push(chunk as Buffer);
+  }
+  const body = Buffer.concat(chunks);
+  // What express.json() or express.raw() would have left for the handler.
+  req.body = body;
+  if (req.is(['application/json', '+json'])) {
+    try {
+      req.body = JSON.parse(body.toString('utf8'));
+    } catch {
+      // not JSON: the handler gets the bytes, the fingerprint their SHA-256
+    }
+  }
+  return body;
+}
+
+// True when the request announces a body (a length above 0, or chunks).
+function hasBody(req: Request): boolean {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}
+
+// The route template Express matched (its mount path, then the route's path), or the path.
+function target(req: Request): string {
+  const route = (req as Request & { route?: { path?: unknown } }).route;
+  if (route && typeof route.path === 'string') return routeTemplate(req.baseUrl + route.path);
+  return new URL(req.originalUrl, 'http://localhost').pathname;
+}
+
+// Requests whose handler threw (or passed an error to next): never recorded, whatever Express answers.
+const threw = new WeakSet<Request>();
+const marked = new WeakMap<object, Set<string>>();
+
+/**
+ * Appends, once per route and method, an error handler that marks the request
+ * as failed and passes the error on: Express shows a middleware no error a
+ * later handler throws, and an error it answers 4xx must not be recorded.
+ * Only for a method the route has already, so that routing does not change.
+ */
+function markErrors(req: Request): void {
+  const route = (req as Request & { route?: Record<string, unknown> & { methods?: Record<string, boolean> } }).route;
+  const method = req.method.toLowerCase();
+  if (!route || route.methods?.[method] !== true || typeof route[method] !== 'function') return;
+  let methods = marked.get(route);
+  if (!methods) marked.set(route, (methods = new Set()));
+  if (methods.has(method)) return;
+  methods.add(method);
+  (route[method] as (fn: unknown) => void).call(route, (err: unknown, failed: Request, _res: Response, next: NextFunction) => {
+    threw.add(failed);
+    next(err);
+  });
+}
+
+// Sends a response the middleware answers itself.
+function send(res: Response, r: HttpResponse): void {
+  res.status(r.status);
+  for (const [name, value] of Object.entries(r.headers)) res.setHeader(name, value);
+  res.setHeader('Content-Length', r.body.length);
+  res.end(r.body);
+}
+
+/**
+ * The middleware. On a route, it keys every request of that route; mounted
+ * with app.use, the methods of options.methods (POST and PATCH), with the
+ * path as the target and without sight of the errors handlers throw. A fresh
+ * request reaches the handler with req.idempotency: its key and the client of
+ * its transaction.
+ */
+export function idempotency(options: ExpressIdempotencyOptions): RequestHandler {
+  const s = settings(options);
+  const limit = options.bodyLimit ?? 1024 * 1024;
+  return (req: Request, res: Response, next: NextFunction) => {
+    const onRoute = (req as Request & { route?: unknown }).route !== undefined;
+    const applies = onRoute || s.methods.includes(req.method.toUpperCase());
+    const header = req.get('Idempotency-Key');
+    if (!applies || (header === undefined && !s.required)) {
+      next();
+      return;
+    }
+    void (async () => {
+      let body: Buffer | null;
+      try {
+        body = await requestBody(req, limit);
+      } catch (err) {
+        if (err instanceof BodyTooLarge) {
+          send(res, { status: 413, headers: { 'Content-Type': 'text/plain; charset=utf-8' }, body: Buffer.from('request body too large') });
+          return;
+        }
+        throw err;
+      }
+      const prepared = await prepare(s, { method: req.method, target: target(req), header, contentType: req.get('Content-Type'), body });
+      if (prepared.kind === 'skip') return next();
+      if (prepared.kind === 'respond') return send(res, prepared.response);
+      markErrors(req);
+      holdResponse(req, res, prepared.attempt);
+      req.idempotency = prepared.attempt.context;
+      next();
+    })().catch(next);
+  };
+}
+
+/**
+ * Holds the handler's response (status, headers, writes) until the attempt is
+ * finished: the response leaves only after its record is committed, or is
+ * replaced by a 503 when the commit fails.
+ */
+function holdResponse(req: Request, res: Response, attempt: Attempt): void {
+  const original = { writeHead: res.writeHead, write: res.write, end: res.end };
+  const chunks: Buffer[] = [];
+  const bytes = (chunk: unknown, encoding?: unknown): Buffer | null => {
+    if (chunk === undefined || chunk === null || typeof chunk === 'function') return null;
+    if (Buffer.isBuffer(chunk)) return chunk;
+    if (chunk instanceof Uint8Array) return Buffer.from(chunk);
+    return Buffer.from(String(chunk), typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
+  };
+  res.writeHead = function writeHead(this: Response, status: number, ...rest: unknown[]) {
+    res.statusCode = status;
+    let headers = rest[0];
+    if (typeof headers === 'string') {
+      res.statusMessage = headers;
+      headers = rest[1];
+    }
+    if (Array.isArray(headers)) {
+      const flat = headers.flat() as string[];
+      for (let i = 0; i + 1 < flat.length; i += 2) res.setHeader(flat[i]!, flat[i + 1]!);
+    } else if (headers && typeof headers === 'object') {
+      for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value as string);
+    }
+    return res;
+  } as Response['writeHead'];
+  res.write = function write(chunk: unknown, encoding?: unknown, cb?: unknown) {
+    const b = bytes(chunk, encoding);
+    if (b) chunks.push(b);
+    const done = typeof encoding === 'function' ? encoding : cb;
+    if (typeof done === 'function') process.nextTick(done as () => void);
+    return true;
+  } as Response['write'];
+  res.end = function end(chunk?: unknown, encoding?: unknown, cb?: unknown) {
+    const b = bytes(chunk, encoding);
+    if (b) chunks.push(b);
+    const done = [chunk, encoding, cb].find((a) => typeof a === 'function') as (() => void) | undefined;
+    res.writeHead = original.writeHead;
+    res.write = original.write;
+    res.end = original.end;
+    const body = Buffer.concat(chunks);
+    const headers = res.getHeaders() as Record<string, unknown>;
+    void attempt.finish({ status: res.statusCode, headers: headers as Record<string, string>, body }, threw.has(req)).then((instead) => {
+      if (instead) {
+        for (const name of res.getHeaderNames()) res.removeHeader(name);
+        res.statusMessage = '';
+        send(res, instead);
+      } else {
+        res.end(body, done);
+      }
+    });
+    return res;
+  } as Response['end'];
+}
+
+export default idempotency;
