@@ -300,10 +300,13 @@ func (m *middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
 		"The idempotency store refused the request; it was not processed.")
 }
 
-// unavailable tells a database that cannot be reached (no server answer:
-// connect, network, timeout) or answers that it cannot serve now
+// unavailable tells a database that cannot be reached (a connection that
+// fails, no answer: network, timeout) or answers that it cannot serve now
 // (connection, resources, shutdown, serialization or deadlock, read-only).
 func unavailable(err error) bool {
+	if connectErr := (*pgconn.ConnectError)(nil); errors.As(err, &connectErr) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return !errors.Is(err, ErrIncompatibleServer)
