@@ -7,8 +7,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,4 +134,60 @@ func Unique(prefix string) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// Response is what a real HTTP client got.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// Post sends a JSON body with an Idempotency-Key ("" for none) and reads
+// the answer; net/http's own retry of such a request is turned off, so
+// that every retry is the test's.
+func Post(t testing.TB, url, key, body string) Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.GetBody = nil
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Response{resp.StatusCode, resp.Header, string(b)}
+}
+
+// Target is the route template the fingerprint of key's record holds.
+func Target(t testing.TB, namespace, key string) string {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), ConnString(shared))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var target string
+	if err := conn.QueryRow(context.Background(), `SELECT request_payload->>'target'
+		FROM idempotency.idempotency_record WHERE namespace = $1 AND key_value = $2`, namespace, key).Scan(&target); err != nil {
+		t.Fatalf("the record of %s: %v", key, err)
+	}
+	return target
+}
+
+// SameJSON tells whether two JSON texts hold the same value (a replay is
+// the jsonb the server kept, spaced its way).
+func SameJSON(a, b string) bool {
+	var x, y any
+	return json.Unmarshal([]byte(a), &x) == nil && json.Unmarshal([]byte(b), &y) == nil && reflect.DeepEqual(x, y)
 }
