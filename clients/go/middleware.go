@@ -229,9 +229,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	a := beginArguments(m.cfg.begin)
 	rows, err := tx.Query(ctx, "SELECT "+outcomeColumns+", r.status AS http_status, r.headers AS http_headers, "+
-		"r.body AS http_body FROM idempotency.idem_begin($1, $2, jsonb_build_object('method', $3::text, "+
-		"'target', $4::text, 'body', $5::jsonb), $6, $7) o LEFT JOIN LATERAL idempotency.idem_http_response("+
-		"CASE WHEN o.kind <> 'fresh' THEN o END, $8, $9) r ON true",
+		"r.body AS http_body FROM idempotency.idem_begin($1::text, $2::text, jsonb_build_object('method', $3::text, "+
+		"'target', $4::text, 'body', $5::jsonb), $6::interval, $7::interval) o LEFT JOIN LATERAL "+
+		"idempotency.idem_http_response(CASE WHEN o.kind <> 'fresh' THEN o END, $8::integer, $9::text) r ON true",
 		m.namespace, key, r.Method, m.cfg.route(r), fingerprintBody(body), a.replayWindow, a.inFlightWait,
 		m.cfg.retryAfter, nullIfEmpty(m.cfg.docsURI))
 	var row outcomeRow
@@ -240,6 +240,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		m.fail(w, r, opError("idem_begin", m.namespace, err))
+		return
+	}
+	if row.out.Kind != Fresh && row.httpStatus == nil {
+		m.fail(w, r, fmt.Errorf("idempotency: idem_http_response answered no status for a %s outcome", row.out.Kind))
 		return
 	}
 	if row.out.Kind != Fresh {
@@ -272,17 +276,17 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.sendTo(w)
 }
 
-// fingerprintBody is the body as the request fingerprint holds it: the
-// JSON itself, {"sha256": hex} for anything else, SQL NULL for none.
+// fingerprintBody is the body as the request fingerprint holds it, as JSON
+// text: the JSON itself, {"sha256": hex} for anything else, SQL NULL for none.
 func fingerprintBody(body []byte) any {
 	if len(body) == 0 {
 		return nil
 	}
 	if json.Valid(body) {
-		return json.RawMessage(body)
+		return string(body)
 	}
 	sum := sha256.Sum256(body)
-	return map[string]string{"sha256": hex.EncodeToString(sum[:])}
+	return `{"sha256": "` + hex.EncodeToString(sum[:]) + `"}`
 }
 
 // fail answers an error that kept the middleware from its work: 503 when

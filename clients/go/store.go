@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,14 +16,18 @@ type beginArgs struct{ replayWindow, inFlightWait any }
 
 // ReplayWindow keeps this record for d (never longer than the namespace allows).
 func ReplayWindow(d time.Duration) BeginOption {
-	return func(a *beginArgs) { a.replayWindow = d }
+	return func(a *beginArgs) { a.replayWindow = interval(d) }
 }
 
 // InFlightWait waits up to d for another transaction holding the key
 // before answering InFlight (0: answer at once).
 func InFlightWait(d time.Duration) BeginOption {
-	return func(a *beginArgs) { a.inFlightWait = d }
+	return func(a *beginArgs) { a.inFlightWait = interval(d) }
 }
+
+// interval is a duration as interval text, which every query mode of pgx
+// sends (in exec and simple_protocol modes it knows no parameter's type).
+func interval(d time.Duration) string { return fmt.Sprintf("%d microseconds", d.Microseconds()) }
 
 func beginArguments(opts []BeginOption) beginArgs {
 	var a beginArgs
@@ -46,8 +51,13 @@ func (c *Client) Begin(ctx context.Context, q Querier, namespace, key string, re
 		return Outcome{}, err
 	}
 	a := beginArguments(opts)
-	rows, err := q.Query(ctx, "SELECT "+outcomeColumns+" FROM idempotency.idem_begin($1, $2, $3, $4, $5)",
-		namespace, key, request, a.replayWindow, a.inFlightWait)
+	req, err := jsonArg(request)
+	if err != nil {
+		return Outcome{}, opError("idem_begin", namespace, err)
+	}
+	rows, err := q.Query(ctx, "SELECT "+outcomeColumns+
+		" FROM idempotency.idem_begin($1::text, $2::text, $3::jsonb, $4::interval, $5::interval)",
+		namespace, key, req, a.replayWindow, a.inFlightWait)
 	if err != nil {
 		return Outcome{}, opError("idem_begin", namespace, err)
 	}
@@ -69,16 +79,20 @@ func (c *Client) BeginBatch(ctx context.Context, q Querier, namespace string, ke
 		return nil, err
 	}
 	a := beginArguments(opts)
-	reqs := make([]json.RawMessage, len(requests))
+	reqs := make([]*string, len(requests))
 	for i, r := range requests {
+		if r == nil {
+			continue // SQL NULL, which the server refuses with its own error
+		}
 		b, err := asJSON(r)
 		if err != nil {
 			return nil, opError("idem_begin_batch", namespace, err)
 		}
-		reqs[i] = b
+		text := string(b)
+		reqs[i] = &text
 	}
-	rows, err := q.Query(ctx, "SELECT "+outcomeColumns+
-		" FROM idempotency.idem_begin_batch($1, $2, $3::jsonb[], $4, $5) WITH ORDINALITY AS b ORDER BY b.ordinality",
+	rows, err := q.Query(ctx, "SELECT "+outcomeColumns+" FROM idempotency.idem_begin_batch($1::text, $2::text[], "+
+		"$3::text[]::jsonb[], $4::interval, $5::interval) WITH ORDINALITY AS b ORDER BY b.ordinality",
 		namespace, keys, reqs, a.replayWindow, a.inFlightWait)
 	if err != nil {
 		return nil, opError("idem_begin_batch", namespace, err)
@@ -94,8 +108,22 @@ func (c *Client) BeginBatch(ctx context.Context, q Querier, namespace string, ke
 	return out, nil
 }
 
-// asJSON is the JSON text of a request as Begin sends it: strings, []byte
-// and json.RawMessage as they are, anything else marshalled.
+// jsonArg is a jsonb argument as JSON text (cast to jsonb in the SQL): SQL
+// NULL for nil, else asJSON's text.
+func jsonArg(v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := asJSON(v)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// asJSON is the JSON text of a value as a jsonb parameter takes it (as pgx
+// itself encodes one): strings, []byte and json.RawMessage as they are,
+// anything else marshalled by encoding/json.
 func asJSON(v any) (json.RawMessage, error) {
 	switch t := v.(type) {
 	case string:
@@ -108,10 +136,17 @@ func asJSON(v any) (json.RawMessage, error) {
 	return json.Marshal(v)
 }
 
-// exec runs one transition after the version check, wrapping its error.
-func (c *Client) exec(ctx context.Context, q Querier, fn, namespace, sql string, args ...any) error {
+// exec runs one transition after the version check, wrapping its error;
+// the argument at position jsonAt (if any, else -1) is sent as JSON text.
+func (c *Client) exec(ctx context.Context, q Querier, fn, namespace string, jsonAt int, sql string, args ...any) error {
 	if _, err := c.Server(ctx, q); err != nil {
 		return err
+	}
+	if jsonAt >= 0 {
+		var err error
+		if args[jsonAt], err = jsonArg(args[jsonAt]); err != nil {
+			return opError(fn, namespace, err)
+		}
 	}
 	if _, err := q.Exec(ctx, sql, args...); err != nil {
 		return opError(fn, namespace, err)
@@ -122,27 +157,27 @@ func (c *Client) exec(ctx context.Context, q Querier, fn, namespace, sql string,
 // Commit records result for the fresh attempt the fence names
 // (idem_commit): later begins with the same request replay it.
 func (c *Client) Commit(ctx context.Context, q Querier, namespace, key string, result any, fence int64) error {
-	return c.exec(ctx, q, "idem_commit", namespace,
-		"SELECT idempotency.idem_commit($1, $2, $3, $4)", namespace, key, result, fence)
+	return c.exec(ctx, q, "idem_commit", namespace, 2,
+		"SELECT idempotency.idem_commit($1::text, $2::text, $3::jsonb, $4::bigint)", namespace, key, result, fence)
 }
 
 // FailPermanent records a refusal that every retry gets again (idem_fail_permanent).
 func (c *Client) FailPermanent(ctx context.Context, q Querier, namespace, key string, e StoredError, fence int64) error {
-	return c.exec(ctx, q, "idem_fail_permanent", namespace,
-		"SELECT idempotency.idem_fail_permanent($1, $2, $3, $4)", namespace, key, e, fence)
+	return c.exec(ctx, q, "idem_fail_permanent", namespace, 2,
+		"SELECT idempotency.idem_fail_permanent($1::text, $2::text, $3::jsonb, $4::bigint)", namespace, key, e, fence)
 }
 
 // FailTransient releases the claim so that the next begin is fresh (idem_fail_transient).
 func (c *Client) FailTransient(ctx context.Context, q Querier, namespace, key string, fence int64) error {
-	return c.exec(ctx, q, "idem_fail_transient", namespace,
-		"SELECT idempotency.idem_fail_transient($1, $2, $3)", namespace, key, fence)
+	return c.exec(ctx, q, "idem_fail_transient", namespace, -1,
+		"SELECT idempotency.idem_fail_transient($1::text, $2::text, $3::bigint)", namespace, key, fence)
 }
 
 // ExtendLease is a holder's heartbeat (idem_extend_lease): the lease runs
 // again from now; it returns the lease's new end.
 func (c *Client) ExtendLease(ctx context.Context, q Querier, namespace, key string, fence int64) (time.Time, error) {
 	return c.timestamp(ctx, q, "idem_extend_lease", namespace,
-		"SELECT idempotency.idem_extend_lease($1, $2, $3)", namespace, key, fence)
+		"SELECT idempotency.idem_extend_lease($1::text, $2::text, $3::bigint)", namespace, key, fence)
 }
 
 // SavePoint records how far the holder's work got (idem_save_point): a
@@ -150,8 +185,13 @@ func (c *Client) ExtendLease(ctx context.Context, q Querier, namespace, key stri
 // heartbeat, and returns the lease's new end.
 func (c *Client) SavePoint(ctx context.Context, q Querier, namespace, key, point string, state any,
 	fence int64) (time.Time, error) {
+	st, err := jsonArg(state)
+	if err != nil {
+		return time.Time{}, opError("idem_save_point", namespace, err)
+	}
 	return c.timestamp(ctx, q, "idem_save_point", namespace,
-		"SELECT idempotency.idem_save_point($1, $2, $3, $4, $5)", namespace, key, point, state, fence)
+		"SELECT idempotency.idem_save_point($1::text, $2::text, $3::text, $4::jsonb, $5::bigint)",
+		namespace, key, point, st, fence)
 }
 
 // timestamp runs a call that returns a timestamptz.
@@ -184,7 +224,7 @@ func (c *Client) HTTPKey(ctx context.Context, q Querier, namespace string, heade
 	var key *string
 	var status *int32
 	var resp HTTPResponse
-	err := q.QueryRow(ctx, "SELECT key, status, headers, body FROM idempotency.idem_http_key($1, $2, $3)",
+	err := q.QueryRow(ctx, "SELECT key, status, headers, body FROM idempotency.idem_http_key($1::text, $2::text, $3::text)",
 		namespace, header, nullIfEmpty(docsURI)).Scan(&key, &status, &resp.Header, &resp.Body)
 	if err != nil {
 		return "", nil, opError("idem_http_key", namespace, err)
@@ -205,9 +245,13 @@ func (c *Client) HTTPResponse(ctx context.Context, q Querier, o Outcome, retryAf
 	}
 	var resp HTTPResponse
 	var status int32
-	err := q.QueryRow(ctx, "SELECT status, headers, body FROM idempotency.idem_http_response("+
-		"jsonb_populate_record(NULL::idempotency.idem_outcome, $1), $2, $3)",
-		o.record(), retryAfter, nullIfEmpty(docsURI)).Scan(&status, &resp.Header, &resp.Body)
+	outcome, err := jsonArg(o.record())
+	if err != nil {
+		return HTTPResponse{}, opError("idem_http_response", "", err)
+	}
+	err = q.QueryRow(ctx, "SELECT status, headers, body FROM idempotency.idem_http_response("+
+		"jsonb_populate_record(NULL::idempotency.idem_outcome, $1::jsonb), $2::integer, $3::text)",
+		outcome, retryAfter, nullIfEmpty(docsURI)).Scan(&status, &resp.Header, &resp.Body)
 	if err != nil {
 		return HTTPResponse{}, opError("idem_http_response", "", err)
 	}

@@ -90,10 +90,11 @@ func Admin(ctx context.Context, sql string) error {
 	return err
 }
 
-// Pool opens a pool on this binary's database, closed when t ends.
-func Pool(t testing.TB) *pgxpool.Pool {
+// Pool opens a pool on this binary's database, closed when t ends; options
+// are more connection string settings ("default_query_exec_mode=exec").
+func Pool(t testing.TB, options ...string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), ConnString(shared))
+	pool, err := pgxpool.New(context.Background(), strings.Join(append([]string{ConnString(shared)}, options...), " "))
 	if err != nil {
 		t.Fatal(err)
 	}
