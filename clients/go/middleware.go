@@ -114,7 +114,10 @@ var ErrTxOwned = errors.New("idempotency: the middleware commits or rolls back t
 // ownedTx is the middleware's transaction as the handler sees it.
 type ownedTx struct{ pgx.Tx }
 
-func (ownedTx) Commit(context.Context) error   { return ErrTxOwned }
+// Commit is refused: the middleware commits after recording the response.
+func (ownedTx) Commit(context.Context) error { return ErrTxOwned }
+
+// Rollback is refused: a 5xx or a panic makes the middleware roll back.
 func (ownedTx) Rollback(context.Context) error { return ErrTxOwned }
 
 // Middleware makes a handler idempotent in namespace, as clients/README.md
@@ -385,6 +388,7 @@ type recorder struct {
 	body   bytes.Buffer
 }
 
+// Header is the handler's response header, until the status is written.
 func (r *recorder) Header() http.Header { return r.header }
 
 // WriteHeader keeps the first final status; 1xx interim responses are dropped.
@@ -396,6 +400,7 @@ func (r *recorder) WriteHeader(status int) {
 	r.sent = r.header.Clone()
 }
 
+// Write buffers the body (status 200 when none was written).
 func (r *recorder) Write(b []byte) (int, error) {
 	r.WriteHeader(http.StatusOK)
 	return r.body.Write(b)

@@ -29,6 +29,7 @@ func InFlightWait(d time.Duration) BeginOption {
 // sends (in exec and simple_protocol modes it knows no parameter's type).
 func interval(d time.Duration) string { return fmt.Sprintf("%d microseconds", d.Microseconds()) }
 
+// beginArguments applies the options of one begin.
 func beginArguments(opts []BeginOption) beginArgs {
 	var a beginArgs
 	for _, o := range opts {

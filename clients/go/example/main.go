@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// main serves the payments API on the database PG* names.
 func main() {
 	pool, err := pgxpool.New(context.Background(), "") // PGHOST, PGDATABASE, ...
 	if err != nil {
@@ -19,6 +20,7 @@ func main() {
 	log.Fatal(http.ListenAndServe("127.0.0.1:8080", routes(pool)))
 }
 
+// routes makes POST /payments idempotent in namespace "payments".
 func routes(pool *pgxpool.Pool) http.Handler {
 	idem := idempotency.New(pool)
 	mux := http.NewServeMux()

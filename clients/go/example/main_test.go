@@ -28,18 +28,30 @@ func TestExample(t *testing.T) {
 	}
 }
 
-// TestReadmeShowsExample: the README's example is a part of this program, verbatim.
-func TestReadmeShowsExample(t *testing.T) {
+// TestReadmeShowsExamples: each code block of the README that names a
+// program is a part of it, verbatim (those programs compile and run here).
+func TestReadmeShowsExamples(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	block := regexp.MustCompile("(?s)<!-- example/main.go -->\n```go\n(.*?)```").FindSubmatch(readme)
-	program, err := os.ReadFile("main.go")
-	if err != nil {
-		t.Fatal(err)
+	for _, program := range []string{"example/main.go", "example_test.go"} {
+		block := regexp.MustCompile("(?s)<!-- "+regexp.QuoteMeta(program)+" -->\n```go\n(.*?)```").FindSubmatch(readme)
+		text, err := os.ReadFile("../" + program)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if block == nil || len(block[1]) < 200 || !strings.Contains(flush(string(text)), flush(string(block[1]))) {
+			t.Errorf("README.md's block after <!-- %s --> is not a part of %s", program, program)
+		}
 	}
-	if block == nil || len(block[1]) < 200 || !strings.Contains(string(program), string(block[1])) {
-		t.Fatal("README.md's example is not a part of example/main.go: copy it into the block after <!-- example/main.go -->")
+}
+
+// flush drops the indentation of every line: a block may be shown dedented.
+func flush(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimLeft(l, "\t")
 	}
+	return strings.Join(lines, "\n")
 }

@@ -39,6 +39,7 @@ type writer struct {
 	size   int // -1 until the header is written, as gin counts
 }
 
+// Header is the buffer's header.
 func (b *writer) Header() http.Header { return b.w.Header() }
 
 // WriteHeader keeps the status until the body or the end writes it, as gin does.
@@ -56,6 +57,7 @@ func (b *writer) WriteHeaderNow() {
 	}
 }
 
+// Write writes the status first, as gin does, then data to the buffer.
 func (b *writer) Write(data []byte) (int, error) {
 	b.WriteHeaderNow()
 	n, err := b.w.Write(data)
@@ -63,8 +65,10 @@ func (b *writer) Write(data []byte) (int, error) {
 	return n, err
 }
 
+// WriteString is Write of a string.
 func (b *writer) WriteString(s string) (int, error) { return b.Write([]byte(s)) }
 
+// Status is the status kept or written (200 by default).
 func (b *writer) Status() int {
 	if b.status == 0 {
 		return http.StatusOK
@@ -72,5 +76,8 @@ func (b *writer) Status() int {
 	return b.status
 }
 
-func (b *writer) Size() int     { return b.size }
+// Size counts the body bytes written (-1 before the header).
+func (b *writer) Size() int { return b.size }
+
+// Written tells whether the header was written.
 func (b *writer) Written() bool { return b.size != -1 }
