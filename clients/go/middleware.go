@@ -225,11 +225,13 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	finished := false
-	defer func() { // also when the handler panics: the claim goes with the work
+	rollback := func() { // before any answer is sent: a retry that follows at once finds the key free
 		if !finished {
+			finished = true
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
-	}()
+	}
+	defer rollback() // when the handler panics: the claim goes with the work
 	a := beginArguments(m.cfg.begin)
 	rows, err := tx.Query(ctx, "SELECT "+outcomeColumns+", r.status AS http_status, r.headers AS http_headers, "+
 		"r.body AS http_body FROM idempotency.idem_begin($1::text, $2::text, jsonb_build_object('method', $3::text, "+
@@ -241,15 +243,16 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		row, err = pgx.CollectExactlyOneRow(rows, scanOutcome)
 	}
+	if err == nil && row.out.Kind != Fresh && row.httpStatus == nil {
+		err = fmt.Errorf("idem_http_response answered no status for a %s outcome", row.out.Kind)
+	}
 	if err != nil {
+		rollback()
 		m.fail(w, r, opError("idem_begin", m.namespace, err))
 		return
 	}
-	if row.out.Kind != Fresh && row.httpStatus == nil {
-		m.fail(w, r, fmt.Errorf("idempotency: idem_http_response answered no status for a %s outcome", row.out.Kind))
-		return
-	}
 	if row.out.Kind != Fresh {
+		rollback()
 		writeServerResponse(w, HTTPResponse{Status: int(*row.httpStatus), Header: row.httpHeaders, Body: row.httpBody})
 		return
 	}
@@ -263,19 +266,20 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.finish()
 
 	if rec.status >= 500 || !m.cfg.record(rec.status) {
-		rec.sendTo(w) // the deferred rollback takes the claim and the handler's writes back
+		rollback() // the claim and the handler's writes go back
+		rec.sendTo(w)
 		return
 	}
 	if err := m.client.Commit(ctx, tx, m.namespace, key, rec.result(m.cfg.replayHeaders), row.out.Fence); err != nil {
+		rollback()
 		m.fail(w, r, err)
 		return
 	}
+	finished = true // a COMMIT ends the transaction, whether it succeeds or fails
 	if err := tx.Commit(ctx); err != nil {
-		finished = true // a failed COMMIT has ended the transaction
 		m.fail(w, r, fmt.Errorf("idempotency: COMMIT: %w", err))
 		return
 	}
-	finished = true
 	rec.sendTo(w)
 }
 

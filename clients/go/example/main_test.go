@@ -36,7 +36,7 @@ func TestReadmeShowsExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, program := range []string{"example/main.go", "example_test.go"} {
-		block := regexp.MustCompile("(?s)<!-- "+regexp.QuoteMeta(program)+" -->\n```go\n(.*?)```").FindSubmatch(readme)
+		block := regexp.MustCompile("(?s)<!-- " + regexp.QuoteMeta(program) + " -->\n```go\n(.*?)```").FindSubmatch(readme)
 		text, err := os.ReadFile("../" + program)
 		if err != nil {
 			t.Fatal(err)
