@@ -70,7 +70,7 @@ func TestKilledMidHandler(t *testing.T) {
 	if waiting := next("WAITING"); waiting != key {
 		t.Fatalf("the handler waits for %q", waiting)
 	}
-	if n := pgtest.Count(t, "SELECT count(*) FROM idempotency.idem_key_state($1, $2) WHERE state IS NOT NULL",
+	if n := pgtest.Count(t, "SELECT count(*) FROM idempotency.idem_key_state($1, $2) WHERE state = 'held'",
 		app.namespace, key); n != 1 {
 		t.Fatalf("the claim is not held while the handler waits (%d)", n)
 	}

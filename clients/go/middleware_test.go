@@ -96,6 +96,11 @@ func TestServerErrorAndPanicRecordNothing(t *testing.T) {
 	if failed.status != 502 || !strings.Contains(string(failed.body), "the provider failed") || app.rows(t) != 0 {
 		t.Fatalf("5xx: %d %s, %d rows", failed.status, failed.body, app.rows(t))
 	}
+	// The claim was released before the answer was sent: a retry at once finds the key free.
+	if n := pgtest.Count(t, "SELECT count(*) FROM idempotency.idem_key_state($1, $2) WHERE state <> 'absent'",
+		app.namespace, key); n != 0 {
+		t.Fatalf("the key is still held after the 5xx was sent")
+	}
 	retry := mustPost(t, srv.URL+"/payments", key, body)
 	if retry.status != 201 || retry.header.Get("Idempotency-Replayed") != "" || app.rows(t) != 1 {
 		t.Fatalf("retry after a 5xx: %d %s, %d rows", retry.status, retry.body, app.rows(t))

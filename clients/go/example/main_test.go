@@ -14,16 +14,17 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // TestExample: the README's service, run: one payment for two requests.
 func TestExample(t *testing.T) {
-	pgtest.Exec(t, "CREATE TABLE payments (id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())")
+	pgtest.Exec(t, "DROP TABLE IF EXISTS payments; CREATE TABLE payments (id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())")
 	srv := httptest.NewServer(routes(pgtest.Pool(t)))
 	defer srv.Close()
-	first := pgtest.Post(t, srv.URL+"/payments", "order-1001", `{"amount": 100}`)
-	again := pgtest.Post(t, srv.URL+"/payments", `"order-1001"`, `{"amount": 100}`)
+	key := pgtest.Unique("order")
+	first := pgtest.Post(t, srv.URL+"/payments", key, `{"amount": 100}`)
+	again := pgtest.Post(t, srv.URL+"/payments", `"`+key+`"`, `{"amount": 100}`)
 	if first.Status != 201 || again.Status != 201 || again.Header.Get("Idempotency-Replayed") != "true" ||
 		!pgtest.SameJSON(first.Body, again.Body) || pgtest.Count(t, "SELECT count(*) FROM payments") != 1 {
 		t.Fatalf("first %d %s, again %d %v %s", first.Status, first.Body, again.Status, again.Header, again.Body)
 	}
-	if other := pgtest.Post(t, srv.URL+"/payments", "order-1001", `{"amount": 999}`); other.Status != 422 {
+	if other := pgtest.Post(t, srv.URL+"/payments", key, `{"amount": 999}`); other.Status != 422 {
 		t.Fatalf("reused key: %d", other.Status)
 	}
 }
