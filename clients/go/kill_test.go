@@ -84,15 +84,7 @@ func TestKilledMidHandler(t *testing.T) {
 	// server notices the dead connection, as a client honouring Retry-After does.
 	idem, _ := newClient(t)
 	srv := serve(t, app.routes(idem))
-	deadline := time.Now().Add(10 * time.Second)
-	var retry response
-	for {
-		retry = mustPost(t, srv.URL+"/payments", key, body)
-		if retry.status != http.StatusConflict || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	retry := retryWhileInFlight(t, srv.URL+"/payments", key, body)
 	if retry.status != 201 || retry.header.Get("Idempotency-Replayed") != "" {
 		t.Fatalf("retry: %d %s", retry.status, retry.body)
 	}
@@ -102,5 +94,19 @@ func TestKilledMidHandler(t *testing.T) {
 	replay := mustPost(t, srv.URL+"/payments", key, body)
 	if replay.status != 201 || replay.header.Get("Idempotency-Replayed") != "true" {
 		t.Fatalf("replay: %d %v", replay.status, replay.header)
+	}
+}
+
+// retryWhileInFlight posts until the answer is not a 409 (at most 10 s), as
+// a client honouring Retry-After does while a dead holder's session ends.
+func retryWhileInFlight(t *testing.T, url, key, body string) response {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := mustPost(t, url, key, body)
+		if r.status != http.StatusConflict || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
