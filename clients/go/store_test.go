@@ -162,7 +162,7 @@ func TestLeaseTakeoverRecoveryPoint(t *testing.T) {
 	pool := pgtest.Pool(t)
 	idem := idempotency.New(pool)
 	ns, key := pgtest.Unique("jobs"), pgtest.Unique("k")
-	pgtest.Exec(t, "SELECT idempotency.idem_namespace_configure($1, in_progress_lease => '1 second')", ns)
+	pgtest.Exec(t, "SELECT idempotency.idem_namespace_configure($1, in_progress_lease => '2 seconds')", ns)
 
 	tx := begin(t, pool)
 	first, err := idem.Begin(ctx, tx, ns, key, `{"job": 1}`)
@@ -188,7 +188,7 @@ func TestLeaseTakeoverRecoveryPoint(t *testing.T) {
 	_, err = idem.SavePoint(ctx, pool, ns, key, "charged", map[string]string{"charge": "ch_1"}, first.Fence)
 	must(t, err)
 
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond) // the lease runs out, counted from the save point
 	tx = begin(t, pool)
 	took, err := idem.Begin(ctx, tx, ns, key, `{"job": 1}`)
 	must(t, err)
