@@ -14,7 +14,7 @@ internal object CanonicalJson {
     /** The canonical UTF-8 bytes of [element], from the server on [connection]. */
     fun canonicalUtf8(connection: Connection, element: JsonElement, ignore: List<String> = emptyList()): ByteArray =
         connection.prepareStatement("SELECT idempotency.idem_canonical(?::jsonb, ?)").use { ps ->
-            ps.setString(1, Json.encodeToString(JsonElement.serializer(), element))
+            ps.setString(1, element.toString())
             ps.setArray(2, connection.createArrayOf("text", ignore.toTypedArray()))
             ps.executeQuery().use { rs -> rs.next(); rs.getString(1).toByteArray(Charsets.UTF_8) }
         }

@@ -45,7 +45,7 @@ internal class JdbcRawIdempotencyStore(
             .use { ps ->
                 ps.setString(1, namespace.value)
                 ps.setString(2, key.value)
-                ps.setString(3, JSON.encodeToString(JsonElement.serializer(), request))
+                ps.setString(3, request.toString())
                 ps.setString(4, interval(factory.replayWindow))
                 ps.setString(5, factory.inFlightWait?.let(::interval))
                 ps.executeQuery().use { rs ->
@@ -64,7 +64,7 @@ internal class JdbcRawIdempotencyStore(
             ).use { ps ->
                 ps.setString(1, namespace.value)
                 ps.setArray(2, connection.createArrayOf("text", requests.map { it.first.value }.toTypedArray()))
-                ps.setArray(3, connection.createArrayOf("jsonb", requests.map { JSON.encodeToString(JsonElement.serializer(), it.second) }.toTypedArray()))
+                ps.setArray(3, connection.createArrayOf("jsonb", requests.map { it.second.toString() }.toTypedArray()))
                 ps.setString(4, interval(factory.replayWindow))
                 ps.setString(5, factory.inFlightWait?.let(::interval))
                 ps.executeQuery().use { rs ->
@@ -77,7 +77,7 @@ internal class JdbcRawIdempotencyStore(
         }
 
     override fun commit(key: IdempotencyKey, result: JsonElement, fence: Long?): Result<Unit> = call(key) {
-        execute("SELECT idempotency.idem_commit(?, ?, ?::jsonb, ?)", key, JSON.encodeToString(JsonElement.serializer(), result), fenceOf(key, fence))
+        execute("SELECT idempotency.idem_commit(?, ?, ?::jsonb, ?)", key, result.toString(), fenceOf(key, fence))
         fences.remove(key.value)
     }
 
@@ -114,7 +114,7 @@ internal class JdbcRawIdempotencyStore(
     override fun savePoint(key: IdempotencyKey, point: String, state: JsonElement?, fence: Long?): Result<Instant> = call(key) {
         val f = fenceOf(key, fence) ?: throw Refusal(noFence("savePoint"))
         instant("SELECT idempotency.idem_save_point(?, ?, ?, ?::jsonb, ?)", key, point,
-            state?.let { JSON.encodeToString(JsonElement.serializer(), it) }, f)
+            state?.toString(), f)
     }
 
     override fun httpResponse(outcome: IdempotencyOutcome, retryAfterSeconds: Int, docsUri: String?): Result<IdempotencyHttpResponse> =
