@@ -17,6 +17,7 @@ class IdempotencyStoreHarness(
     val namespace: ConsumerNamespace = ConsumerNamespace("orders"),
     val store: String = "public.idempotency_record",
     migrate: Boolean = true,
+    extensionVersion: String? = "",
 ) : AutoCloseable {
     private val suffix = UUID.randomUUID().toString().replace("-", "").take(10)
     val database = "idem_kt_$suffix"
@@ -30,13 +31,18 @@ class IdempotencyStoreHarness(
                 it.execute("CREATE ROLE $appRole LOGIN")
             }
         }
-        admin().use { c -> c.createStatement().use { it.execute("CREATE EXTENSION idempotency") } }
+        // A DBA installs the extension once ("" is the default version; null: none).
+        if (extensionVersion != null) {
+            val version = if (extensionVersion.isEmpty()) "" else " VERSION '$extensionVersion'"
+            admin().use { c -> c.createStatement().use { it.execute("CREATE EXTENSION idempotency$version") } }
+        }
         if (migrate) migrate("classpath:db/idempotency")
     }
 
     /** Applies the Flyway migrations at [locations] as the database's owner. */
-    fun migrate(vararg locations: String, placeholders: Map<String, String> = emptyMap()) {
+    fun migrate(vararg locations: String, placeholders: Map<String, String> = emptyMap(), target: String? = null) {
         Flyway.configure()
+            .apply { if (target != null) target(target) }
             .dataSource(url(database), user(), password())
             .locations(*locations)
             .placeholders(mapOf("store" to store, "namespace" to namespace.value, "app_role" to appRole) + placeholders)
