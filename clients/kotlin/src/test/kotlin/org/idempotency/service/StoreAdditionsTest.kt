@@ -150,7 +150,7 @@ class StoreAdditionsTest : StoreTestBase() {
         val refused = inTx { s, _ -> s.httpResponse(s.begin(failed, json("{}")).getOrThrow()).getOrThrow() }
         assertEquals(422, refused.status)
         assertEquals("CARD_DECLINED", refused.body!!.jsonObject["code"]!!.jsonPrimitive.content)
-        assertEquals("the card was declined", refused.body!!.jsonObject["detail"]!!.jsonPrimitive.content)
+        assertEquals("the card was declined", refused.body.jsonObject["detail"]!!.jsonPrimitive.content)
         db.app().use { holder ->
             val held = newKey()
             factory.inTransaction(holder).getOrThrow().begin(held, json("{}")).getOrThrow()
