@@ -175,6 +175,7 @@ internal class JdbcRawIdempotencyStore(
         Result.failure(errors.serverError(serverException(e)))
     }
 
+    /** A key minted or parsed for another namespace is the caller's mistake, not the server's. */
     private fun checkNamespace(key: IdempotencyKey): Throwable? =
         if (key.namespace == namespace) null
         else errors.generalValidation(
@@ -182,16 +183,20 @@ internal class JdbcRawIdempotencyStore(
             "The key was made for namespace \"${key.namespace}\"; this store serves \"$namespace\".",
         )
 
+    /** The error of a heartbeat or point whose claim this binding does not know. */
     private fun noFence(what: String) = errors.implementation(
         "$what needs the claim's fence: pass the fence of the FreshAttempt (this binding answered none for the key)", null,
     )
 
+    /** Keeps the fence of a fresh attempt, which finishing the key then passes. */
     private fun remember(key: IdempotencyKey, outcome: IdempotencyOutcome) {
         if (outcome is IdempotencyOutcome.FreshAttempt && outcome.fence != null) fences[key.value] = outcome.fence
     }
 
+    /** The fence given, else the one this binding's fresh attempt of the key carried, else null (this transaction's claim). */
     private fun fenceOf(key: IdempotencyKey, fence: Long?): Long? = fence ?: fences[key.value]
 
+    /** Binds namespace, key, then [params]; a null last parameter is the fence (bigint), other nulls text. */
     private fun bind(ps: PreparedStatement, key: IdempotencyKey, vararg params: Any?) {
         ps.setString(1, namespace.value)
         ps.setString(2, key.value)
@@ -205,21 +210,25 @@ internal class JdbcRawIdempotencyStore(
         }
     }
 
+    /** Runs a transition that returns void. */
     private fun execute(sql: String, key: IdempotencyKey, vararg params: Any?) {
         connection.prepareStatement(sql).use { ps -> bind(ps, key, *params); ps.executeQuery().close() }
     }
 
+    /** Runs a heartbeat or point and reads the lease's new end. */
     private fun instant(sql: String, key: IdempotencyKey, vararg params: Any?): Instant =
         connection.prepareStatement(sql).use { ps ->
             bind(ps, key, *params)
             ps.executeQuery().use { rs -> rs.next(); rs.getObject(1, OffsetDateTime::class.java).toInstant() }
         }
 
+    /** A purge's bigint count, as the specification's Int. */
     private fun count(ps: PreparedStatement): Int = ps.executeQuery().use { rs ->
         rs.next()
         rs.getLong(1).coerceAtMost(Int.MAX_VALUE.toLong()).toInt()
     }
 
+    /** jsonb text as a JsonElement; numbers keep the server's text. */
     private fun json(text: String?): JsonElement? = text?.let { JSON.parseToJsonElement(it) }
 
     /** The outcome of the current row, by column name. */
@@ -280,6 +289,7 @@ internal class JdbcRawIdempotencyStore(
         return JsonObject(m)
     }
 
+    /** The status, headers and body columns of an HTTP function's row. */
     private fun response(rs: ResultSet): IdempotencyHttpResponse {
         val headers = json(rs.getString("headers"))?.jsonObject?.mapValues { (_, v) -> (v as? JsonPrimitive)?.contentOrNull ?: v.toString() }
         return IdempotencyHttpResponse(rs.getInt("status"), headers ?: emptyMap(), json(rs.getString("body")))
