@@ -60,8 +60,8 @@ object IdempotencyAdmin {
             "SELECT 1 FROM idempotency.idem_namespace_configure(?, ?::interval, ?::interval, ?, ?, ?)",
         ).use { ps ->
             ps.setString(1, namespace.value)
-            ps.setString(2, replayWindow?.let(JdbcRawIdempotencyStore::interval))
-            ps.setString(3, inProgressLease?.let(JdbcRawIdempotencyStore::interval))
+            ps.setString(2, replayWindow?.let(ExposedRawIdempotencyStore::interval))
+            ps.setString(3, inProgressLease?.let(ExposedRawIdempotencyStore::interval))
             if (storeRequest == null) ps.setNull(4, java.sql.Types.BOOLEAN) else ps.setBoolean(4, storeRequest)
             ps.setBoolean(5, hashKeys)
             if (maxPayloadBytes == null) ps.setNull(6, java.sql.Types.INTEGER) else ps.setInt(6, maxPayloadBytes)

@@ -63,18 +63,18 @@ class IdempotencyStoreFactory(
                     ),
                 )
             } else {
-                Result.success(JdbcRawIdempotencyStore(connection, this))
+                Result.success(ExposedRawIdempotencyStore(connection, this))
             }
         },
         onFailure = { Result.failure(errors.implementation("the connection's state cannot be read: ${it.message}", it)) },
     )
 
     /** The store on [connection] in any state; the caller commits or rolls back. A begin in autocommit mode is refused. */
-    fun inConnection(connection: Connection): RawIdempotencyStore = JdbcRawIdempotencyStore(connection, this)
+    fun inConnection(connection: Connection): RawIdempotencyStore = ExposedRawIdempotencyStore(connection, this)
 
     /** The store in an Exposed transaction (`transaction { factory.withTx(this) }`), on its JDBC connection. */
     fun withTx(tx: JdbcTransaction): RawIdempotencyStore =
-        JdbcRawIdempotencyStore(tx.connection.connection as Connection, this)
+        ExposedRawIdempotencyStore(tx.connection.connection as Connection, this)
 
     private companion object {
         val PART = "(?:[A-Za-z_][A-Za-z0-9_$]*|\"(?:[^\"]|\"\")+\")"

@@ -15,7 +15,7 @@ internal class IdempotencyStoreImpl<Req, Res>(
     private val req: KSerializer<Req>,
     private val res: KSerializer<Res>,
 ) : IdempotencyStore<Req, Res> {
-    private val errors: IdempotencyErrorCodec get() = (raw as? JdbcRawIdempotencyStore)?.errors ?: IdempotencyErrors.codec
+    private val errors: IdempotencyErrorCodec get() = (raw as? ExposedRawIdempotencyStore)?.errors ?: IdempotencyErrors.codec
 
     // Encoding a request or result is the caller's data meeting its serializer: a failure, not a throw.
     private fun <T> encode(serializer: KSerializer<T>, value: T, what: String) = try {

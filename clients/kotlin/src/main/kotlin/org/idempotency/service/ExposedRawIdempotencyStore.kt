@@ -27,12 +27,12 @@ import java.time.OffsetDateTime
 import kotlin.time.Duration
 
 /**
- * The store over pgJDBC (the specification's ExposedRawIdempotencyStore): each
+ * The store on the caller's JDBC connection (Exposed's, or a plain one): each
  * call is one statement on the caller's connection, in its transaction. It
  * remembers the fence of each fresh attempt it answered, and passes it when
  * that key is finished.
  */
-internal class JdbcRawIdempotencyStore(
+internal class ExposedRawIdempotencyStore(
     private val connection: Connection,
     private val factory: IdempotencyStoreFactory,
 ) : RawIdempotencyStore {
