@@ -49,6 +49,10 @@ SELECT idem_bind_store('bad namespace!', 'app.records');
 -- Tables that are not a store's shape, and the extension's own.
 CREATE TABLE app.short (namespace text COLLATE "C" NOT NULL, key_value text COLLATE "C" NOT NULL);
 SELECT idem_bind_store('other', 'app.short');
+-- No columns at all: every column named, none "too".
+CREATE TABLE app.empty ();
+SELECT idem_bind_store('other', 'app.empty');
+DROP TABLE app.empty;
 \echo :LAST_ERROR_SQLSTATE
 CREATE TABLE app.typed (LIKE app.records INCLUDING ALL);
 ALTER TABLE app.typed ALTER COLUMN attempt TYPE bigint;

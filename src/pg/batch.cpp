@@ -194,101 +194,118 @@ int first_pass(FunctionCallInfo fcinfo, text* ns, const Policy& policy, Batch& b
   return pending;
 }
 
-// idem_begin_batch: each key begun as idem_begin would begin it, in the
-// order of the keys' bytes (so that two batches lock their common keys in
-// one order and cannot deadlock), the i-th request with the i-th key; the
-// answers are returned in the input's order. A key given twice is begun
-// twice, the second after the first, as two calls would. The in-flight wait
-// bounds the whole call.
+// The batch's keys (checked) and requests from fcinfo's arguments 1 and 2.
+void read_batch(FunctionCallInfo fcinfo, Batch& b) {
+  Datum* key_values;
+  bool* key_nulls;
+  bool* request_nulls;
+  b.n = batch_elements(fcinfo, 1, "keys", TEXTOID, &key_values, &key_nulls);
+  const int requests = batch_elements(fcinfo, 2, "requests", JSONBOID, &b.requests, &request_nulls);
+  if (b.n != requests)
+    throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency keys and requests differ in length",
+                      "There are " + std::to_string(b.n) + " keys and " + std::to_string(requests) +
+                          " requests; pass one request per key, in the same order.");
+  b.keys = static_cast<text**>(palloc(sizeof(text*) * (b.n > 0 ? b.n : 1)));
+  for (int i = 0; i < b.n; ++i) b.keys[i] = batch_key(key_values, key_nulls, i);
+  for (int i = 0; i < b.n; ++i)
+    if (request_nulls[i])
+      throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency request must not be null",
+                        "Element " + std::to_string(i + 1) + " of requests is NULL; use 'null'::jsonb for a JSON "
+                        "null.");
+}
+
+// The order in which the keys are begun: by their bytes, then by position
+// (so that two batches lock their common keys in one order and cannot
+// deadlock, and a key given twice is begun twice, in order).
+void order_keys(Batch& b) {
+  b.order = static_cast<int*>(palloc(sizeof(int) * (b.n > 0 ? b.n : 1)));
+  for (int i = 0; i < b.n; ++i) b.order[i] = i;
+  text** keys = b.keys;
+  std::stable_sort(b.order, b.order + b.n, [keys](int x, int y) {
+    const int lx = VARSIZE_ANY_EXHDR(keys[x]), ly = VARSIZE_ANY_EXHDR(keys[y]);
+    const int c = memcmp(VARDATA_ANY(keys[x]), VARDATA_ANY(keys[y]), std::min(lx, ly));
+    return c != 0 ? c < 0 : lx < ly;
+  });
+}
+
+// Room for the answers, and the result's descriptor in the query's memory.
+void prepare_answers(FunctionCallInfo fcinfo, ReturnSetInfo* rsinfo, Batch& b) {
+  const int room = b.n > 0 ? b.n : 1;
+  b.context = CurrentMemoryContext;
+  b.per_key = AllocSetContextCreate(b.context, "idem_begin_batch key", ALLOCSET_DEFAULT_SIZES);
+  b.answers = static_cast<HeapTuple*>(palloc0(sizeof(HeapTuple) * room));
+  b.kinds = static_cast<Kind*>(palloc(sizeof(Kind) * room));
+  b.hashes = static_cast<Hashed*>(palloc0(sizeof(Hashed) * room));
+  b.type = outcome_type(fcinfo);
+  MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+  b.type.desc = CreateTupleDescCopy(b.type.desc);
+  MemoryContextSwitchTo(old);
+}
+
+// The second pass: the keys the first left, begun under the namespace's
+// lock in the same order. As idem_begin does, the lock is taken at once if
+// it is free, keeping the first pass's locks on the store; if not, those go
+// back first (a lock the transaction held before the call stays held), and
+// the wait holds none of them.
+void second_pass(FunctionCallInfo fcinfo, text* ns, Batch& b, const Store& opened, const Wait& wait) {
+  if (!try_lock_namespace(ns, ShareLock)) {
+    if (OidIsValid(opened.table)) release_store(opened, store_lock_mode());
+    lock_namespace(ns, ShareLock);
+  }
+  check_batch(fcinfo, ns, authorize(ns), b.n, b.requests, b.answers);
+  for (int k = 0; k < b.n; ++k) {
+    CHECK_FOR_INTERRUPTS();
+    const int i = b.order[k];
+    if (b.answers[i] != nullptr) continue;
+    MemoryContextSwitchTo(b.per_key);
+    Outcome o = begin_key(fcinfo, ns, b.keys[i], DatumGetJsonbP(b.requests[i]), &wait, batch_names, &b.hashes[i]);
+    MemoryContextSwitchTo(b.context);
+    b.answers[i] = to_tuple(b.type, o);
+    b.kinds[i] = o.kind;
+    MemoryContextReset(b.per_key);
+  }
+}
+
+// The answers, in the input's order, as the call's rows.
+Datum return_rows(ReturnSetInfo* rsinfo, const Batch& b) {
+  MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+  Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
+  MemoryContextSwitchTo(old);
+  for (int i = 0; i < b.n; ++i) tuplestore_puttuple(store, b.answers[i]);
+  rsinfo->returnMode = SFRM_Materialize;
+  rsinfo->setResult = store;
+  rsinfo->setDesc = b.type.desc;
+  return static_cast<Datum>(0);
+}
+
+// idem_begin_batch: each key begun as idem_begin would begin it, the i-th
+// request with the i-th key, in order_keys's order; the answers are
+// returned in the input's order. Two passes, as idem_begin does for one
+// key: the first looks at each key without the namespace's lock and
+// answers the final records (a replay, or a mismatch), as a redelivered
+// batch's keys mostly are; the second begins the rest under the lock. The
+// in-flight wait bounds the whole call.
 Datum begin_batch(FunctionCallInfo fcinfo) {
   auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) || (rsinfo->allowedModes & SFRM_Materialize) == 0)
     throw core::Error(core::sqlstate::feature_not_supported, "idem_begin_batch cannot return its rows here",
                       "Call it in a FROM clause: SELECT * FROM idem_begin_batch(...).");
   text* ns = namespace_arg(fcinfo, 0);
-  Datum* key_values;
-  bool* key_nulls;
-  bool* request_nulls;
   Batch b{};
-  b.n = batch_elements(fcinfo, 1, "keys", TEXTOID, &key_values, &key_nulls);
-  const int requests = batch_elements(fcinfo, 2, "requests", JSONBOID, &b.requests, &request_nulls);
-  const int n = b.n;
-  if (n != requests)
-    throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency keys and requests differ in length",
-                      "There are " + std::to_string(n) + " keys and " + std::to_string(requests) +
-                          " requests; pass one request per key, in the same order.");
-  b.keys = static_cast<text**>(palloc(sizeof(text*) * (n > 0 ? n : 1)));
-  for (int i = 0; i < n; ++i) b.keys[i] = batch_key(key_values, key_nulls, i);
-  for (int i = 0; i < n; ++i)
-    if (request_nulls[i])
-      throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency request must not be null",
-                        "Element " + std::to_string(i + 1) + " of requests is NULL; use 'null'::jsonb for a JSON "
-                        "null.");
+  read_batch(fcinfo, b);
   // Checked before any key is begun, against the policy read first, and
   // again under the namespace's lock before the keys that need it.
   const Policy policy = authorize(ns);
-  check_batch(fcinfo, ns, policy, n, b.requests, nullptr);
+  check_batch(fcinfo, ns, policy, b.n, b.requests, nullptr);
   const int64 wait_ms = in_flight_wait_ms(fcinfo, 4, policy);
   const Wait wait{wait_ms, wait_ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms) : 0};
-
-  // The order in which the keys are begun: by their bytes, then by position.
-  b.order = static_cast<int*>(palloc(sizeof(int) * (n > 0 ? n : 1)));
-  for (int i = 0; i < n; ++i) b.order[i] = i;
-  text** keys = b.keys;
-  std::stable_sort(b.order, b.order + n, [keys](int x, int y) {
-    const int lx = VARSIZE_ANY_EXHDR(keys[x]), ly = VARSIZE_ANY_EXHDR(keys[y]);
-    const int c = memcmp(VARDATA_ANY(keys[x]), VARDATA_ANY(keys[y]), std::min(lx, ly));
-    return c != 0 ? c < 0 : lx < ly;
-  });
-
-  // Two passes, as idem_begin does for one key. The first looks at each key
-  // without the namespace's lock and answers the final records (a replay,
-  // or a mismatch), as a redelivered batch's keys mostly are. When keys are
-  // left, the second takes the namespace's lock and begins them under it,
-  // in the same order.
-  b.context = CurrentMemoryContext;
-  b.per_key = AllocSetContextCreate(b.context, "idem_begin_batch key", ALLOCSET_DEFAULT_SIZES);
-  b.answers = static_cast<HeapTuple*>(palloc0(sizeof(HeapTuple) * (n > 0 ? n : 1)));
-  b.kinds = static_cast<Kind*>(palloc(sizeof(Kind) * (n > 0 ? n : 1)));
-  b.hashes = static_cast<Hashed*>(palloc0(sizeof(Hashed) * (n > 0 ? n : 1)));
-  b.type = outcome_type(fcinfo);
-  MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-  b.type.desc = CreateTupleDescCopy(b.type.desc);
-  MemoryContextSwitchTo(old);
+  order_keys(b);
+  prepare_answers(fcinfo, rsinfo, b);
   Store opened{};
-  if (first_pass(fcinfo, ns, policy, b, &opened) > 0) {
-    // As idem_begin does: the namespace's lock at once if it is free,
-    // keeping the first pass's locks on the store; if not, those go back
-    // first (a lock the transaction held before the call stays held), and
-    // the wait holds none of them.
-    if (!try_lock_namespace(ns, ShareLock)) {
-      if (OidIsValid(opened.table)) release_store(opened, store_lock_mode());
-      lock_namespace(ns, ShareLock);
-    }
-    check_batch(fcinfo, ns, authorize(ns), n, b.requests, b.answers);
-    for (int k = 0; k < n; ++k) {
-      CHECK_FOR_INTERRUPTS();
-      const int i = b.order[k];
-      if (b.answers[i] != nullptr) continue;
-      MemoryContextSwitchTo(b.per_key);
-      Outcome o = begin_key(fcinfo, ns, b.keys[i], DatumGetJsonbP(b.requests[i]), &wait, batch_names, &b.hashes[i]);
-      MemoryContextSwitchTo(b.context);
-      b.answers[i] = to_tuple(b.type, o);
-      b.kinds[i] = o.kind;
-      MemoryContextReset(b.per_key);
-    }
-  }
+  if (first_pass(fcinfo, ns, policy, b, &opened) > 0) second_pass(fcinfo, ns, b, opened, wait);
   // Counted once the call has all its answers: a call that fails counts none.
-  for (int i = 0; i < n; ++i) count(static_cast<Counter>(begin_fresh + b.kinds[i]));
-
-  old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-  Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
-  MemoryContextSwitchTo(old);
-  for (int i = 0; i < n; ++i) tuplestore_puttuple(store, b.answers[i]);
-  rsinfo->returnMode = SFRM_Materialize;
-  rsinfo->setResult = store;
-  rsinfo->setDesc = b.type.desc;
-  return static_cast<Datum>(0);
+  for (int i = 0; i < b.n; ++i) count(static_cast<Counter>(begin_fresh + b.kinds[i]));
+  return return_rows(rsinfo, b);
 }
 
 }  // namespace

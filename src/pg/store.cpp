@@ -164,100 +164,99 @@ Oid direct_index(Relation rel, Oid pkey) {
   return plain ? expires : InvalidOid;
 }
 
-// Nothing when rel has a bound store's shape, else what is wrong (palloc'd).
-ShapeProblem shape_problem(Relation rel) {
-  StringInfoData why;
-  initStringInfo(&why);
+// What makes rel no table a store can be, whatever its columns (nullptr:
+// nothing).
+const char* table_problem(Relation rel) {
   const char* name = RelationGetRelationName(rel);
-  if (rel->rd_rel->relkind != RELKIND_RELATION) {
-    appendStringInfo(&why, "%s is not a plain table.", name);
-    return {why.data, nullptr};
-  }
+  if (rel->rd_rel->relkind != RELKIND_RELATION) return psprintf("%s is not a plain table.", name);
   if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT) {
-    appendStringInfo(&why,
-                     "%s is %s: a crash%s would lose records that were committed, and their retries would begin "
-                     "again.",
-                     name, rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ? "unlogged" : "temporary",
-                     rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ? "" : " or the end of its session");
-    return {why.data, nullptr};
+    const bool unlogged = rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED;
+    return psprintf("%s is %s: a crash%s would lose records that were committed, and their retries would begin "
+                    "again.",
+                    name, unlogged ? "unlogged" : "temporary", unlogged ? "" : " or the end of its session");
   }
-  if (has_superclass(RelationGetRelid(rel)) || find_inheritance_children(RelationGetRelid(rel), NoLock) != NIL) {
-    appendStringInfo(&why,
-                     "%s takes part in table inheritance: statements on it would reach other tables' rows (or "
-                     "miss its own).",
-                     name);
-    return {why.data, nullptr};
+  if (has_superclass(RelationGetRelid(rel)) || find_inheritance_children(RelationGetRelid(rel), NoLock) != NIL)
+    return psprintf("%s takes part in table inheritance: statements on it would reach other tables' rows (or miss "
+                    "its own).",
+                    name);
+  return nullptr;
+}
+
+// A table with the first `have` columns right and none after: an older
+// store's shape, with the ALTER TABLE that adds the rest.
+ShapeProblem older_shape(Relation rel, int have) {
+  const char* name = RelationGetRelationName(rel);
+  StringInfoData why, fix;
+  initStringInfo(&why);
+  initStringInfo(&fix);
+  if (have == 0)
+    appendStringInfo(&why, "%s has no columns; a store needs", name);
+  else
+    appendStringInfo(&why, "%s has the columns of an older store's shape, up to %s; this release needs", name,
+                     expected_columns[have - 1].name);
+  appendStringInfo(&fix, "Add them: ALTER TABLE %s",
+                   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), name));
+  for (int j = have; j < col_recovery_state; ++j) {
+    appendStringInfo(&why, "%s %s", j == have ? "" : ",", expected_columns[j].name);
+    appendStringInfo(&fix, "%s ADD COLUMN %s %s", j == have ? "" : ",", expected_columns[j].name,
+                     expected_columns[j].definition);
   }
-  const TupleDesc desc = RelationGetDescr(rel);
-  for (int i = 0; i < col_recovery_state; ++i) {
-    const Expected& e = expected_columns[i];
-    if (i >= desc->natts) {  // an older shape: every column so far is right
-      StringInfoData fix;
-      initStringInfo(&fix);
-      appendStringInfo(&why, "%s has the columns of an older store's shape, up to %s; this release needs",
-                       name, expected_columns[i - 1].name);
-      appendStringInfo(&fix, "Add them: ALTER TABLE %s",
-                       quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), name));
-      for (int j = i; j < col_recovery_state; ++j) {
-        appendStringInfo(&why, "%s %s", j == i ? "" : ",", expected_columns[j].name);
-        appendStringInfo(&fix, "%s ADD COLUMN %s %s", j == i ? "" : ",", expected_columns[j].name,
-                         expected_columns[j].definition);
-      }
-      appendStringInfoString(&why, " too.");
-      appendStringInfoChar(&fix, ';');
-      return {why.data, fix.data};
-    }
-    const Form_pg_attribute att = TupleDescAttr(desc, i);
-    if (att->attisdropped) {  // its place stays taken: adding it again puts it last
-      appendStringInfo(&why,
-                       "Column %d of %s must be %s, and was dropped: a store's columns are at fixed places, so "
-                       "one dropped cannot be added again. Copy the rows into a table idem_create_store makes.",
-                       i + 1, name, e.name);
-      return {why.data, nullptr};
-    }
-    if (std::strcmp(NameStr(att->attname), e.name) != 0) {
-      appendStringInfo(&why, "Column %d of %s must be %s.", i + 1, name, e.name);
-      return {why.data, nullptr};
-    }
-    if (att->atttypid != e.type) {
-      appendStringInfo(&why, "Column %s of %s must be of type %s, not %s.", e.name, name, format_type_be(e.type),
-                       format_type_be(att->atttypid));
-      return {why.data, nullptr};
-    }
-    if (att->attnotnull != e.not_null) {
-      appendStringInfo(&why, "Column %s of %s must %sbe NOT NULL.", e.name, name, e.not_null ? "" : "not ");
-      return {why.data, nullptr};
-    }
-    if ((i == col_namespace - 1 || i == col_key_value - 1) && OidIsValid(att->attcollation) &&
-        !get_collation_isdeterministic(att->attcollation)) {
-      appendStringInfo(&why, "Column %s of %s has a nondeterministic collation: keys must compare by their bytes.",
-                       e.name, name);
-      return {why.data, nullptr};
-    }
-  }
+  appendStringInfoString(&why, have == 0 ? "." : " too.");
+  appendStringInfoChar(&fix, ';');
+  return {why.data, fix.data};
+}
+
+// What is wrong with column i (0-based) of rel, present in its descriptor
+// (nullptr: nothing).
+const char* column_problem(Relation rel, int i) {
+  const char* name = RelationGetRelationName(rel);
+  const Expected& e = expected_columns[i];
+  const Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), i);
+  if (att->attisdropped)  // its place stays taken: adding it again puts it last
+    return psprintf("Column %d of %s must be %s, and was dropped: a store's columns are at fixed places, so one "
+                    "dropped cannot be added again. Copy the rows into a table idem_create_store makes.",
+                    i + 1, name, e.name);
+  if (std::strcmp(NameStr(att->attname), e.name) != 0) return psprintf("Column %d of %s must be %s.", i + 1, name, e.name);
+  if (att->atttypid != e.type)
+    return psprintf("Column %s of %s must be of type %s, not %s.", e.name, name, format_type_be(e.type),
+                    format_type_be(att->atttypid));
+  if (att->attnotnull != e.not_null)
+    return psprintf("Column %s of %s must %sbe NOT NULL.", e.name, name, e.not_null ? "" : "not ");
+  if ((i == col_namespace - 1 || i == col_key_value - 1) && OidIsValid(att->attcollation) &&
+      !get_collation_isdeterministic(att->attcollation))
+    return psprintf("Column %s of %s has a nondeterministic collation: keys must compare by their bytes.", e.name,
+                    name);
+  return nullptr;
+}
+
+// What is wrong with rel's unique index on (namespace, key_value): none, or
+// one whose own collations do not compare by bytes (the index decides which
+// keys are the same, whatever the columns' collations).
+const char* key_index_problem(Relation rel) {
+  const char* name = RelationGetRelationName(rel);
   const Oid key = key_index(rel);
-  if (!OidIsValid(key)) {
-    appendStringInfo(&why, "%s has no valid unique index on (namespace, key_value), such as its primary key.",
-                     name);
-    return {why.data, nullptr};
-  }
-  // The index decides which keys are the same: its own collations must
-  // compare by bytes too, whatever the columns'.
+  if (!OidIsValid(key))
+    return psprintf("%s has no valid unique index on (namespace, key_value), such as its primary key.", name);
   Relation index = index_open(key, AccessShareLock);
   bool deterministic = true;
   for (int i = 0; i < 2; ++i)
     deterministic = deterministic && (!OidIsValid(index->rd_indcollation[i]) ||
                                       get_collation_isdeterministic(index->rd_indcollation[i]));
   index_close(index, AccessShareLock);
-  if (!deterministic) {
-    appendStringInfo(&why,
-                     "The unique index of %s on (namespace, key_value) has a nondeterministic collation: keys must "
-                     "compare by their bytes.",
-                     name);
-    return {why.data, nullptr};
+  if (deterministic) return nullptr;
+  return psprintf("The unique index of %s on (namespace, key_value) has a nondeterministic collation: keys must "
+                  "compare by their bytes.",
+                  name);
+}
+
+// Nothing when rel has a bound store's shape, else what is wrong (palloc'd).
+ShapeProblem shape_problem(Relation rel) {
+  if (const char* why = table_problem(rel)) return {why, nullptr};
+  for (int i = 0; i < col_recovery_state; ++i) {
+    if (i >= RelationGetDescr(rel)->natts) return older_shape(rel, i);  // every column so far is right
+    if (const char* why = column_problem(rel, i)) return {why, nullptr};
   }
-  pfree(why.data);
-  return {nullptr, nullptr};
+  return {key_index_problem(rel), nullptr};
 }
 
 // How a message names a store: by its namespace, or, for the
