@@ -38,6 +38,8 @@ PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 # The release, from the control file: 18's module magic records it (src/pg/compat.hpp).
 IDEM_VERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
 PG_CPPFLAGS += -DIDEM_VERSION='"$(IDEM_VERSION)"'
+# bench/decisions builds variants that undo a design decision (IDEM_MEASURE_*).
+PG_CPPFLAGS += $(IDEM_MEASURE)
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror
 SHLIB_LINK = -lcrypto -lstdc++
 
