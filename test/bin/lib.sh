@@ -122,13 +122,13 @@ run_layer() {
   counts=$(test_counts "$out")
   name="$name${counts:+ [$counts]} ($((SECONDS - start)) s)"
   if [ "$status" = 0 ]; then
-    SUMMARY+=("PASS  $name${RERUN:+; again: $RERUN}")
+    SUMMARY+=("PASS  $name${RERUN:+; rerun: $RERUN}")
   elif [ "$status" = "$SKIP_STATUS" ]; then
-    SUMMARY+=("SKIP  $name: $(grep -v '^[[:space:]]*$' "$out" | tail -n 1)${RERUN:+; again: $RERUN}")
+    SUMMARY+=("SKIP  $name: $(grep -v '^[[:space:]]*$' "$out" | tail -n 1)${RERUN:+; rerun: $RERUN}")
   else
     failed=
     [[ "${RERUN:-}" != "make check-"* ]] || failed=$(failed_tests "$out")
-    SUMMARY+=("FAIL  $name${RERUN:+; again: $RERUN}${failed:+; the failed tests: $RERUN T='$failed'}")
+    SUMMARY+=("FAIL  $name${RERUN:+; rerun: $RERUN}${failed:+; just the failed tests: $RERUN T='$failed'}")
     FAILED=$((FAILED + 1))
   fi
   rm -f "$out"
