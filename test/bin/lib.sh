@@ -190,8 +190,8 @@ make_var() {
 }
 
 # The SQL suites, run from source tree SRC against the server that PG*
-# names, with the PostgreSQL whose pg_config is PGCONFIG (run-tests uses the
-# system's, sanitize its instrumented copy). pg_regress and isolation print
+# names, with the PostgreSQL whose pg_config is PGCONFIG (run-tests and
+# check use their private copy's, sanitize its instrumented copy's). pg_regress and isolation print
 # their diffs when they fail, for CI logs. suite_pgtap SRC PGCONFIG
 # [NAME...] runs test/pgtap/NAME.sql (all without NAME) in a new database,
 # and the store's files among them (BOUND_PGTAP) again on a bound store.
@@ -208,9 +208,8 @@ suite_isolation() {
 # names: no test may need another's set-up or leftovers. Prints each test's
 # line, the diff of each that fails, and a closing count.
 suite_regress_alone() {
-  local src=$1 bindir tests t failed=0
+  local src=$1 bindir pg_regress tests t failed=0
   bindir=$("$2" --bindir)
-  local pg_regress
   pg_regress="$("$2" --pkglibdir)/pgxs/src/test/regress/pg_regress"
   if [ $# -gt 3 ]; then tests=("${@:4}"); else read -r -a tests <<<"$(make_var REGRESS "$src")"; fi
   for t in "${tests[@]}"; do
