@@ -6,6 +6,9 @@
 -- the claim guard, a lease and its takeover, hash_keys, grants, purge and
 -- stats per store; a store that loses its shape or is dropped; moving a
 -- namespace between stores.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
 SET search_path = idempotency, public;
 CREATE ROLE regress_idem_svc;     -- the service: owns the store
 CREATE ROLE regress_idem_app;     -- its application role: owns nothing

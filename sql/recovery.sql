@@ -5,6 +5,10 @@
 -- true and that point, so the new attempt resumes after it. in_flight and
 -- fresh answers say when the lease ends; idem_http_response turns it into
 -- Retry-After.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 DELETE FROM idempotency_record;
 SELECT namespace FROM idem_namespace_configure('rp', in_progress_lease => '1 hour');
 

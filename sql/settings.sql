@@ -7,6 +7,12 @@
 -- value outlives its transaction and would reach the next client of a
 -- pooled connection), but a 1.0 schema reads none of them.
 -- track_counters, which shapes only the counters, stays settable.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+-- The sessions after each \c find the functions through the database's search_path.
+ALTER DATABASE :"DBNAME" SET search_path = public, idempotency;
+\c
 DELETE FROM idempotency_record;
 DELETE FROM idem_namespace_config;
 SELECT namespace FROM idem_namespace_configure('settings');
@@ -120,3 +126,4 @@ SELECT kind FROM idem_begin('settings', 'w', '{}', in_flight_wait => '25 days');
 
 DELETE FROM idempotency_record;
 SELECT idem_namespace_drop('settings'), idem_namespace_drop('kept');
+ALTER DATABASE :"DBNAME" RESET search_path;

@@ -6,8 +6,9 @@
 -- second effect for one request.
 \set SHOW_CONTEXT never
 SET client_min_messages = warning;
-DROP EXTENSION idempotency;
+DROP EXTENSION IF EXISTS idempotency;
 RESET client_min_messages;
+SET search_path = public, idempotency;
 CREATE EXTENSION idempotency VERSION '0.4.1';
 SELECT namespace FROM idem_namespace_configure('hashed', hash_keys => true);
 

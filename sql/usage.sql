@@ -1,5 +1,9 @@
 -- usage: every recipe of docs/usage.md, verbatim and in order (test/bin/check-release
 -- checks that they are), so the recipes cannot drift from the extension.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 
 CREATE TABLE payments (
     id       bigserial PRIMARY KEY,

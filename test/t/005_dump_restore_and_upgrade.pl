@@ -355,7 +355,7 @@ for my $version ('0.2.0', '0.3.0', '0.4.0', '0.4.1', '0.5.0', '0.6.0', '0.7.0', 
 	if ($version eq '0.3.0')
 	{
 		# The update moved app03 from the table's privileges to namespace
-		# grants (sql/setup.sql checks how); its records must still be its own.
+		# grants (sql/update.sql checks how); its records must still be its own.
 		is($node->safe_psql($db, q{
 			SET ROLE app03;
 			SELECT o.kind || ' ' || coalesce(o.result, o.error)::text
