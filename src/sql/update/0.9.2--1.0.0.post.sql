@@ -51,10 +51,16 @@ $defaults$;
 -- From 1.0.0 every store has the recovery columns (0.8.0's): a store the
 -- service owns that lacks them is refused at the namespaces' next call.
 -- The update warns of each, with the ALTER TABLE that brings it up to date.
+-- Not under Citus, whose registry is a reference table that a script
+-- propagated to the workers cannot read (and whose stores
+-- idem_create_store made, with every column since 0.8.0).
 DO $stores$
 DECLARE
     s record;
 BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+        RETURN;
+    END IF;
     FOR s IN
         SELECT DISTINCT c.store, p.problem, p.fix
         FROM @extschema@.idem_namespace_config c
