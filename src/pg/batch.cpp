@@ -279,7 +279,7 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
     }
   }
   // Counted once the call has all its answers: a call that fails counts none.
-  for (int i = 0; i < n; ++i) count(static_cast<Counter>(begin_fresh + b.kinds[i]));
+  for (int i = 0; i < n; ++i) count_begin(ns, b.kinds[i]);
 
   old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
   Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
