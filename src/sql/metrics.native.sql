@@ -32,7 +32,7 @@ CREATE OR REPLACE FUNCTION idempotency_internal.idem_namespace_counters(
     OUT oldest_open_claim_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'idem_namespace_counters'
-LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION idempotency_internal.idem_namespace_counters() IS
 'Per-namespace counters and the claims of open transactions (no rows unless preloaded)';
