@@ -108,6 +108,17 @@ inline void request_shmem(Size (*bytes)(), const char* tranche, int locks) {
 #endif
 }
 
+// ---- Shared hash tables -------------------------------------------------------
+// 19 gave ShmemInitHash one size (nelems) where it took an initial and a
+// maximum one; ours are of fixed size, the two alike.
+inline HTAB* shmem_init_hash(const char* name, long size, HASHCTL* info, int flags) {
+#if PG_VERSION_NUM >= 190000
+  return ::ShmemInitHash(name, size, info, flags);
+#else
+  return ::ShmemInitHash(name, size, size, info, flags);
+#endif
+}
+
 // ---- Backends -----------------------------------------------------------------
 // How many backends may run at once (their PGPROCs are numbered from 0):
 // 15 computes MaxBackends before shmem_request_hook; before 15 _PG_init runs

@@ -284,8 +284,8 @@ void attach_namespace_stats() {
   info.keysize = sizeof(Key);
   info.entrysize = sizeof(Slot);
   const long rows = static_cast<long>(header->capacity) + overflow_rows;
-  table = ShmemInitHash("idempotency namespace counters by name", rows, rows, &info,
-                        HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+  table = compat::shmem_init_hash("idempotency namespace counters by name", rows, &info,
+                                  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
   static bool registered = false;
   if (!registered) RegisterXactCallback(on_xact, nullptr), registered = true;
 }
