@@ -304,7 +304,7 @@ Datum begin_batch(FunctionCallInfo fcinfo) {
   Store opened{};
   if (first_pass(fcinfo, ns, policy, b, &opened) > 0) second_pass(fcinfo, ns, b, opened, wait);
   // Counted once the call has all its answers: a call that fails counts none.
-  for (int i = 0; i < b.n; ++i) count(static_cast<Counter>(begin_fresh + b.kinds[i]));
+  for (int i = 0; i < b.n; ++i) count_begin(ns, b.kinds[i]);
   return return_rows(rsinfo, b);
 }
 

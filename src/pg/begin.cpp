@@ -3,6 +3,7 @@
 // prior_error or mismatch. It looks and acts; core::decide chooses.
 #include "begin.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -236,6 +237,7 @@ bool take_over_key(const Begin& b, const Store& store, const Probe& p, const LOC
   }
   if (b.policy.lease_us == 0) claim(b.ns, b.key, b.policy.hash_keys);
   count(takeovers);
+  count_in(b.ns, ns_takeovers);
   *answer = fresh_outcome(b.submitted, t.attempt, fence, b.policy, now, true,
                           Recovered{t.point, t.state, t.point_null, t.state_null});
   return true;
@@ -272,9 +274,11 @@ Outcome decide_key(Begin& b) {
     }
     if (locked) unlock_key(lock);
     if (step == core::Step::wait) {
-      if (!waited) count(waits);
+      if (!waited) count(waits), count_in(b.ns, ns_waits);
       waited = true;
+      const TimestampTz started = GetCurrentTimestamp();
       wait_for(p.busy_xid, lock, b.deadline);
+      count_in(b.ns, ns_wait_us, static_cast<uint64>(std::max<int64>(0, GetCurrentTimestamp() - started)));
       continue;  // the holder ended (or time is up): look again
     }
     if (step == core::Step::in_flight) return in_flight_outcome(b.submitted, p, now, b.policy);
@@ -288,7 +292,7 @@ Datum begin(FunctionCallInfo fcinfo) {
   text* given_key = key_arg(fcinfo, 1);
   Jsonb* request = payload_arg(fcinfo, 2, "request");
   Outcome o = begin_key(fcinfo, ns, given_key, request, nullptr, single_names);
-  return to_datum(fcinfo, o);
+  return to_datum(fcinfo, ns, o);
 }
 
 }  // namespace

@@ -123,8 +123,8 @@ HeapTuple to_tuple(const OutcomeType& t, Outcome& o) {
   return heap_form_tuple(t.desc, o.values, o.nulls);
 }
 
-Datum to_datum(FunctionCallInfo fcinfo, Outcome& o) {
-  count(static_cast<Counter>(begin_fresh + o.kind));
+Datum to_datum(FunctionCallInfo fcinfo, const text* ns, Outcome& o) {
+  count_begin(ns, o.kind);
   return HeapTupleGetDatum(to_tuple(outcome_type(fcinfo), o));
 }
 

@@ -69,7 +69,7 @@ Outcome finished_outcome(const Probe& p, Datum submitted, const Policy& policy);
 // The answer as a tuple of idem_outcome as t describes it.
 HeapTuple to_tuple(const OutcomeType& t, Outcome& o);
 
-// The answer of a single call, counted.
-Datum to_datum(FunctionCallInfo fcinfo, Outcome& o);
+// The answer of a single call in namespace ns, counted.
+Datum to_datum(FunctionCallInfo fcinfo, const text* ns, Outcome& o);
 
 }  // namespace idem::pg

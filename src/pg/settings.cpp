@@ -144,6 +144,14 @@ void define_settings() {
       "idempotency.track_counters", "Whether calls add to the counters of idem_stats.",
       "Takes effect only when the library is in shared_preload_libraries.", &track_counters, true, PGC_SUSET, 0,
       nullptr, nullptr, nullptr);
+  // A server setting can be defined only while the server starts (when the
+  // library is preloaded, the only case in which it means something).
+  if (process_shared_preload_libraries_in_progress)
+    DefineCustomIntVariable(
+        "idempotency.tracked_namespaces", "How many namespaces the counters of idem_metrics keep apart.",
+        "Of all databases; a namespace first counted once that many are counts under \"_other\" in its "
+        "database. Defined only when the library is in shared_preload_libraries.",
+        &tracked_namespaces, 1000, 0, 100000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "idempotency.in_progress_lease", "Default in-progress lease of a namespace.",
       "An in_progress record older than this may be taken over by a begin with the same request; "

@@ -8,12 +8,15 @@
 #include "backend.hpp"
 
 extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 }
 
 #include "fence.hpp"
 #include "purge.hpp"
+#include "stats.hpp"
 #include "spi.hpp"
 #include "store.hpp"
 #include "write.hpp"
@@ -111,8 +114,12 @@ const StoreStatement purge_statement = {
     "             (SELECT l.lease FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[]),"
     "                                             pg_catalog.unnest($3::pg_catalog.float8[])) AS l(namespace, lease)"
     "              WHERE l.namespace OPERATOR(pg_catalog.=) r.namespace), $4))"
-    " ORDER BY r.expires_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED)"
-    " DELETE FROM @store@ r USING doomed d WHERE r.ctid OPERATOR(pg_catalog.=) d.ctid",
+    " ORDER BY r.expires_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED),"
+    " gone AS (DELETE FROM @store@ r USING doomed d WHERE r.ctid OPERATOR(pg_catalog.=) d.ctid"
+    "          RETURNING r.namespace::pg_catalog.text AS namespace)"
+    " SELECT COALESCE(pg_catalog.sum(g.n), 0)::pg_catalog.int8, pg_catalog.array_agg(g.namespace),"
+    "        pg_catalog.array_agg(g.n)"
+    " FROM (SELECT gone.namespace, pg_catalog.count(*) AS n FROM gone GROUP BY gone.namespace) g",
     4,
     {INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, FLOAT8OID}};
 
@@ -169,7 +176,21 @@ Forgot forget(const Store& store, text* ns, text* key, const Claim& proof) {
 int64 purge(const Store& store, int32 batch, const Leases& leases) {
   const Datum values[4] = {Int32GetDatum(batch), leases.namespaces, leases.seconds, Float8GetDatum(leases.server)};
   const char nulls[5] = {' ', leases.namespaces == 0 ? 'n' : ' ', leases.seconds == 0 ? 'n' : ' ', ' ', '\0'};
-  return static_cast<int64>(execute(purge_statement, store, values, nulls));
+  Datum row[3];
+  bool row_nulls[3] = {true, true, true};
+  (void)execute(purge_statement, store, values, nulls, row, row_nulls);
+  if (row_nulls[0]) return 0;
+  // How many of each namespace: its purged_rows counter.
+  if (!row_nulls[1] && !row_nulls[2]) {
+    Datum *names, *counts;
+    int n, m;
+    deconstruct_array(DatumGetArrayTypeP(row[1]), TEXTOID, -1, false, TYPALIGN_INT, &names, nullptr, &n);
+    deconstruct_array(DatumGetArrayTypeP(row[2]), INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &counts,
+                      nullptr, &m);
+    for (int i = 0; i < n && i < m; ++i)
+      count_in(DatumGetTextPP(names[i]), ns_purged_rows, static_cast<uint64>(DatumGetInt64(counts[i])));
+  }
+  return DatumGetInt64(row[0]);
 }
 
 }  // namespace

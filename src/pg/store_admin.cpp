@@ -82,7 +82,10 @@ const pg::StoreStatement count_records = {
     2,
     {TEXTOID, BOOLOID}};
 
-// What idem_namespace_stats shows of a store, one object per namespace.
+// What idem_namespace_stats shows of a store, one object per namespace;
+// and for idem_metrics, how long the oldest in_progress record has gone
+// without its holder's claim, takeover or heartbeat (updated_at), and how
+// many records were taken over (attempt above 1).
 const pg::StoreStatement store_stats = {
     "SELECT pg_catalog.jsonb_agg(s) FROM (SELECT r.namespace,"
     " pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'in_progress') AS in_progress,"
@@ -93,7 +96,10 @@ const pg::StoreStatement store_stats = {
     " pg_catalog.count(*) FILTER (WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()) AS expired,"
     " pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(r.expires_at)"
     "   FILTER (WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()) AS oldest_expired_age,"
-    " pg_catalog.sum(pg_catalog.pg_column_size(r.*))::pg_catalog.int8 AS row_bytes"
+    " pg_catalog.sum(pg_catalog.pg_column_size(r.*))::pg_catalog.int8 AS row_bytes,"
+    " pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(r.updated_at)"
+    "   FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'in_progress') AS oldest_in_progress_idle,"
+    " pg_catalog.count(*) FILTER (WHERE r.attempt OPERATOR(pg_catalog.>) 1) AS taken_over"
     " FROM @store@ r GROUP BY r.namespace) s",
     0,
     {}};

@@ -264,6 +264,7 @@ void finish(FunctionCallInfo fcinfo, bool committing) {
   }
   pg::finish(ns, key);
   pg::count(committing ? pg::commits : pg::permanent_failures);
+  pg::count_in(ns, committing ? pg::ns_commits : pg::ns_permanent_failures);
 }
 
 // Deletes the caller's in_progress record so the next begin is fresh; never
@@ -288,6 +289,7 @@ void forget(FunctionCallInfo fcinfo) {
   }
   pg::finish(ns, key);
   pg::count(pg::transient_failures);
+  pg::count_in(ns, pg::ns_transient_failures);
 }
 
 // A recovery point's name (argno): not NULL, 1 to 255 characters, no
@@ -377,7 +379,7 @@ TimestampTz extend(FunctionCallInfo fcinfo, const Heartbeat& args) {
   }
   const TimestampTz claimed_at = pg::extend_claim(store, ns, key, proof.value, point, state);
   if (claimed_at == 0) not_in_progress(store, ns, key, given_key, action, proof);
-  if (recording) pg::count(pg::recovery_points);
+  if (recording) pg::count(pg::recovery_points), pg::count_in(ns, pg::ns_recovery_points);
   return claimed_at + policy.lease_us;
 }
 

@@ -7,6 +7,14 @@ REVOKE ALL ON FUNCTION @extschema@.idem_namespace_defaults(interval, interval, b
     FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idem_stats_counters() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.idem_stats_counters() TO pg_monitor;
+REVOKE ALL ON @extschema@.idem_metrics FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency_internal.idem_namespace_counters(), idempotency_internal.idem_metrics_figures(),
+                       idempotency_internal.idem_metrics_stores()
+    FROM PUBLIC;
+GRANT SELECT ON @extschema@.idem_metrics TO pg_monitor;
+GRANT EXECUTE ON FUNCTION idempotency_internal.idem_namespace_counters(), idempotency_internal.idem_metrics_figures(),
+                          idempotency_internal.idem_metrics_stores()
+    TO pg_monitor;
 
 -- What ALTER DEFAULT PRIVILEGES of the installing role granted on what this
 -- update made is taken back, privilege by privilege (docs/security.md).
@@ -22,15 +30,25 @@ BEGIN
               WHERE p.oid IN ('@extschema@.idem_version()'::pg_catalog.regprocedure,
                               '@extschema@.idem_save_point(text, text, text, jsonb, bigint)'::pg_catalog.regprocedure,
                               '@extschema@.idem_stats_counters()'::pg_catalog.regprocedure,
-                              '@extschema@.idem_namespace_defaults(interval, interval, boolean, integer, interval, boolean)'::pg_catalog.regprocedure)
+                              '@extschema@.idem_namespace_defaults(interval, interval, boolean, integer, interval, boolean)'::pg_catalog.regprocedure,
+                              'idempotency_internal.idem_namespace_counters()'::pg_catalog.regprocedure,
+                              'idempotency_internal.idem_metrics_figures()'::pg_catalog.regprocedure,
+                              'idempotency_internal.idem_metrics_stores()'::pg_catalog.regprocedure)
               UNION ALL
               SELECT 'TABLE', c.oid::pg_catalog.regclass::text, c.relowner, c.relacl
-              FROM pg_catalog.pg_class c WHERE c.oid = '@extschema@.idem_defaults'::pg_catalog.regclass) o
+              FROM pg_catalog.pg_class c
+              WHERE c.oid IN ('@extschema@.idem_defaults'::pg_catalog.regclass,
+                              '@extschema@.idem_metrics'::pg_catalog.regclass)) o
         CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
         JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
         WHERE a.grantee <> o.owner
           AND NOT (a.grantee = 'pg_monitor'::pg_catalog.regrole AND a.privilege_type = 'EXECUTE'
-                   AND o.name = '@extschema@.idem_stats_counters()'::pg_catalog.regprocedure::text)
+                   AND o.name IN ('@extschema@.idem_stats_counters()'::pg_catalog.regprocedure::text,
+                                  'idempotency_internal.idem_namespace_counters()'::pg_catalog.regprocedure::text,
+                                  'idempotency_internal.idem_metrics_figures()'::pg_catalog.regprocedure::text,
+                                  'idempotency_internal.idem_metrics_stores()'::pg_catalog.regprocedure::text))
+          AND NOT (a.grantee = 'pg_monitor'::pg_catalog.regrole AND a.privilege_type = 'SELECT'
+                   AND o.name = '@extschema@.idem_metrics'::pg_catalog.regclass::text)
     LOOP
         EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %I', x.privilege_type, x.kind, x.name, x.rolname);
     END LOOP;
