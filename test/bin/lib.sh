@@ -10,6 +10,9 @@ set -euo pipefail
 # and META.json name the same ones (check-release compares). 15 is Debian
 # 12's own and runs every layer; test/bin/pg-major brings the others.
 MAJORS=(13 15 17 18 19)
+# The majors whose Perl TAP layer runs (make test PG=NN): the oldest and the
+# newest stable besides 15; 17 and 19 run the SQL suites only.
+PERL_MAJORS=(13 15 18)
 PGVER=${PGVER:-15}
 # Where test/bin/pg-major keeps what it downloads and unpacks (never committed).
 PG_MAJORS_DIR=${IDEM_PG_MAJORS_DIR:-/var/tmp/idempotency-pg}
