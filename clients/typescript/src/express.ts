@@ -64,11 +64,43 @@ function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 }
 
-// The route template Express matched (its mount path, then the route's path), or the path, percent-decoded.
+// The route template Express matched (its mount path, then the route's path);
+// before routing (app.use), the one it will match; else the path, percent-decoded.
 function target(req: Request): string {
   const route = (req as Request & { route?: { path?: unknown } }).route;
   if (route && typeof route.path === 'string') return routeTemplate(req.baseUrl + route.path);
-  return decodedPath(new URL(req.originalUrl, 'http://localhost').pathname);
+  const path = new URL(req.originalUrl, 'http://localhost').pathname;
+  const stack = (req.app as unknown as { router?: { stack?: unknown } }).router?.stack;
+  const found = Array.isArray(stack) ? routeAhead(stack as Layer[], path, req.method, '') : undefined;
+  return found === undefined ? decodedPath(path) : routeTemplate(found);
+}
+
+// What routeAhead reads of an Express 5 router's layer.
+interface Layer {
+  match?(path: string): false | { path: string; pattern: unknown };
+  route?: { _handlesMethod?(method: string): boolean };
+  handle?: { stack?: unknown };
+}
+
+// The pattern of the first route of stack (or of a router mounted in it)
+// that matches path and method, as Express's router will choose it; undefined
+// for none, or for a pattern that is not a string (a RegExp).
+function routeAhead(stack: Layer[], path: string, method: string, prefix: string): string | undefined {
+  for (const layer of stack) {
+    const m = typeof layer.match === 'function' ? layer.match(path) : false;
+    if (!m || typeof m.pattern !== 'string') continue;
+    if (layer.route) {
+      if (layer.route._handlesMethod?.(method)) return prefix + m.pattern;
+      continue;
+    }
+    const inner = layer.handle?.stack;
+    if (Array.isArray(inner)) {
+      const found = routeAhead(inner as Layer[], path.slice(m.path.length) || '/', method,
+        prefix + (m.pattern === '/' ? '' : m.pattern));
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
 }
 
 // Sends a response the middleware answers itself.
@@ -80,8 +112,9 @@ function send(res: Response, r: HttpResponse): void {
 }
 
 /**
- * The middleware, on a route or mounted with app.use (then with the path as
- * the target): it keys requests of options.methods (POST and PATCH). A fresh
+ * The middleware, on a route or mounted with app.use (then with the template
+ * of the route Express will match as the target): it keys requests of
+ * options.methods (POST and PATCH). A fresh
  * request reaches the handler with req.idempotency: its key and the client of
  * its transaction.
  */

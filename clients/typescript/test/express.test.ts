@@ -15,11 +15,14 @@ let db: TestDatabase;
 before(async () => { db = await createDatabase('express_reach'); });
 after(async () => { await db.drop(); });
 
-test('mounted with app.use: POST and PATCH keyed by their path, GET not', async () => {
+test('mounted with app.use: POST and PATCH keyed by the template of the route ahead, GET not', async () => {
   const app = express();
   app.use(idempotency({ pool: db.pool, namespace: 'payments' }));
   app.post('/orders/:id', (req, res) => { res.status(201).json({ keyed: req.idempotency !== undefined }); });
   app.get('/orders/:id', (req, res) => { res.json({ keyed: req.idempotency !== undefined }); });
+  const api = express.Router();
+  api.post('/lines/:line', (req, res) => { res.status(201).json({ keyed: req.idempotency !== undefined }); });
+  app.use('/shops/:shop', api);
   const server = app.listen(0, '127.0.0.1');
   await new Promise((r) => server.once('listening', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -29,19 +32,24 @@ test('mounted with app.use: POST and PATCH keyed by their path, GET not', async 
     assert.deepEqual(await posted.json(), { keyed: true });
     const got = await fetch(`${url}/orders/7`);
     assert.deepEqual(await got.json(), { keyed: false });
+    await fetch(`${url}/shops/9/lines/3`, { method: 'POST', headers: { 'Idempotency-Key': 'mounted-3' } });
     // No route matches /nowhere/a%20b: the target is the path, percent-decoded (rule 6).
     await fetch(`${url}/nowhere/a%20b`, { method: 'POST', headers: { 'Idempotency-Key': 'mounted-2' } });
-    // No route had matched yet: the target is the path.
+    // No route had matched yet: the target is the template of the route Express matches next (rule 6).
     const c = await db.client();
     await c.query('BEGIN');
     const o = await new Namespace('payments').begin(c, 'mounted-1', {});
     await c.query('ROLLBACK');
     assert.equal(o.kind, 'mismatch');
-    assert.deepEqual(o.kind === 'mismatch' && o.recordedRequest, { method: 'POST', target: '/orders/7', body: null });
+    assert.deepEqual(o.kind === 'mismatch' && o.recordedRequest, { method: 'POST', target: '/orders/{id}', body: null });
     await c.query('BEGIN');
     const p = await new Namespace('payments').begin(c, 'mounted-2', {});
     await c.query('ROLLBACK');
     assert.deepEqual(p.kind === 'mismatch' && p.recordedRequest, { method: 'POST', target: '/nowhere/a b', body: null });
+    await c.query('BEGIN');
+    const q = await new Namespace('payments').begin(c, 'mounted-3', {});
+    await c.query('ROLLBACK');
+    assert.deepEqual(q.kind === 'mismatch' && q.recordedRequest, { method: 'POST', target: '/shops/{shop}/lines/{line}', body: null });
   } finally {
     server.closeAllConnections();
     await new Promise((r) => server.close(r));
