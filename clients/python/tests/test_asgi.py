@@ -355,6 +355,15 @@ def test_fail_closed(database: str) -> None:
         "detail": "The idempotency store cannot be reached. Retry the request with the same Idempotency-Key."}
 
 
+def test_optional_routes_as_the_framework_writes_them() -> None:
+    """An optional route may be named as Django or Starlette writes it, or as rule 6 does."""
+    from idempotency import Settings
+
+    s = Settings(namespace="payments", optional=["payments/<int:pk>", "/items/{id:int}", "/plain"])
+    assert s.is_optional("/payments/{pk}") and s.is_optional("/items/{id}") and s.is_optional("/plain")
+    assert not s.is_optional("/payments")
+
+
 def test_settings_are_checked_at_start_up() -> None:
     """A bad namespace fails when the app is built, not per request."""
     from idempotency import InvalidArgument

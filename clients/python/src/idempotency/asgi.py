@@ -254,7 +254,7 @@ class IdempotencyMiddleware:
             return
         raw_key = _header(scope, b"idempotency-key")
         target = route_template(scope)
-        if raw_key is None and target in self.settings.optional:
+        if raw_key is None and self.settings.is_optional(target):
             await self.app(scope, receive, send)
             return
         body = await _read_body(receive)

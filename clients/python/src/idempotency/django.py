@@ -114,7 +114,7 @@ class IdempotencyMiddleware:
             return self.get_response(request)
         raw_key = request.headers.get("Idempotency-Key")
         target = route_template(request)
-        if raw_key is None and target in s.optional:
+        if raw_key is None and s.is_optional(target):
             return self.get_response(request)
         try:
             body = request.body

@@ -103,7 +103,7 @@ class Settings:
         answer (and every 5xx) rolls back, the claim with it.
     replay_headers: the response headers recorded for replays.
     optional: route templates whose requests may come without a key (they then
-        run without the store)."""
+        run without the store), as the framework writes them or as rule 6 does."""
 
     namespace: str
     docs_uri: str | None = None
@@ -113,6 +113,7 @@ class Settings:
     replay_headers: Collection[str] = DEFAULT_REPLAY_HEADERS
     optional: Collection[str] = frozenset()
     _methods: frozenset[str] = field(init=False, repr=False, compare=False)
+    _optional: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Checks the namespace with the extension's rules, at start-up rather than per request."""
@@ -120,10 +121,15 @@ class Settings:
         if isinstance(self.retry_after, bool) or not isinstance(self.retry_after, int) or self.retry_after < 0:
             raise ValueError(f"retry_after is zero or more seconds, not {self.retry_after!r}")
         object.__setattr__(self, "_methods", frozenset(m.upper() for m in self.methods))
+        object.__setattr__(self, "_optional", frozenset(template(o) for o in self.optional))
 
     def covers(self, method: str) -> bool:
         """Whether requests of this method go through the store."""
         return method.upper() in self._methods
+
+    def is_optional(self, target: str) -> bool:
+        """Whether requests of this route template may come without a key."""
+        return template(target) in self._optional
 
 
 @dataclass(frozen=True, slots=True)
