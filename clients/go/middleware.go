@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,7 @@ import (
 type Option func(*config)
 
 type config struct {
+	methods       []string
 	docsURI       string
 	optional      bool
 	record        func(status int) bool
@@ -33,6 +35,17 @@ type config struct {
 	txOptions     pgx.TxOptions
 	begin         []BeginOption
 	onError       func(*http.Request, error)
+}
+
+// Methods names the methods whose requests need a key (default: POST and
+// PATCH); a request of another method passes through, without the store.
+func Methods(methods ...string) Option {
+	return func(c *config) {
+		c.methods = nil
+		for _, m := range methods {
+			c.methods = append(c.methods, strings.ToUpper(m))
+		}
+	}
 }
 
 // DocsURI names the service's documentation of its idempotency problems:
@@ -66,7 +79,8 @@ func Route(template func(*http.Request) string) Option {
 }
 
 // RetryAfter is the Retry-After, in seconds, of a 409 while a request is in
-// flight without a lease, and of a 503 (default 1).
+// flight without a lease (default 1), and of a 503 (at least 1); zero or
+// more.
 func RetryAfter(seconds int) Option { return func(c *config) { c.retryAfter = seconds } }
 
 // TxOptions sets the isolation level and access mode of the transaction.
@@ -123,7 +137,8 @@ func (ownedTx) Rollback(context.Context) error { return ErrTxOwned }
 // Middleware makes a handler idempotent in namespace, as clients/README.md
 // specifies: a request with an Idempotency-Key runs the handler once,
 // inside the transaction of its claim; its retries get the recorded
-// response. It panics when namespace is invalid or the Client has no DB.
+// response. It panics when namespace is invalid, RetryAfter is negative, or
+// the Client has no DB.
 func (c *Client) Middleware(namespace string, opts ...Option) func(http.Handler) http.Handler {
 	if err := ValidateNamespace(namespace); err != nil {
 		panic(err)
@@ -132,6 +147,7 @@ func (c *Client) Middleware(namespace string, opts ...Option) func(http.Handler)
 		panic("idempotency: Middleware needs a Client made with New(pool)")
 	}
 	cfg := config{
+		methods:       []string{http.MethodPost, http.MethodPatch},
 		record:        func(s int) bool { return s >= 200 && s < 300 || s >= 400 && s < 500 },
 		replayHeaders: []string{"Content-Type", "Location"},
 		route:         RouteTemplate,
@@ -142,6 +158,9 @@ func (c *Client) Middleware(namespace string, opts ...Option) func(http.Handler)
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.retryAfter < 0 {
+		panic(fmt.Sprintf("idempotency: RetryAfter is zero or more seconds, not %d", cfg.retryAfter))
 	}
 	return func(next http.Handler) http.Handler {
 		return &middleware{client: c, namespace: namespace, cfg: cfg, next: next}
@@ -157,12 +176,13 @@ type middleware struct {
 
 // RouteTemplate is the default route: the path part of the ServeMux
 // pattern the request matched ("POST /payments/{id}" gives
-// "/payments/{id}"), or the request's path when none matched.
+// "/payments/{id}"; "/files/{path...}" gives "/files/{path}"), or the
+// request's path when none matched.
 func RouteTemplate(r *http.Request) string {
 	if r.Pattern == "" {
 		return r.URL.Path
 	}
-	return patternPath(r.Pattern)
+	return Template(patternPath(r.Pattern))
 }
 
 // RouteOf is the route of a ServeMux that the middleware wraps as a whole
@@ -170,10 +190,54 @@ func RouteTemplate(r *http.Request) string {
 func RouteOf(mux *http.ServeMux) func(*http.Request) string {
 	return func(r *http.Request) string {
 		if _, pattern := mux.Handler(r); pattern != "" {
-			return patternPath(pattern)
+			return Template(patternPath(pattern))
 		}
 		return r.URL.Path
 	}
+}
+
+// Template writes each parameter of a router's route pattern {name}, as
+// every client package does (clients/README.md, rule 6): ServeMux's
+// {path...} and {$}, chi's {id:[0-9]+} and *, Echo's and Gin's :id and
+// *path give {path}, {id}, {*}; "/{$}" is "/".
+func Template(pattern string) string {
+	var b strings.Builder
+	for i := 0; i < len(pattern); {
+		switch c := pattern[i]; {
+		case c == '{':
+			end, depth := i+1, 1 // the matching brace: a chi pattern may hold braces of its own
+			for ; end < len(pattern) && depth > 0; end++ {
+				switch pattern[end] {
+				case '{':
+					depth++
+				case '}':
+					depth--
+				}
+			}
+			inner := pattern[i+1 : end-1]
+			if name, _, _ := strings.Cut(inner, ":"); inner == "$" {
+				// ServeMux's end of path: nothing
+			} else {
+				b.WriteString("{" + strings.TrimSuffix(name, "...") + "}")
+			}
+			i = end
+		case (c == ':' || c == '*') && (i == 0 || pattern[i-1] == '/'):
+			end := i + 1
+			for end < len(pattern) && pattern[end] != '/' {
+				end++
+			}
+			name := pattern[i+1 : end]
+			if name == "" {
+				name = "*"
+			}
+			b.WriteString("{" + name + "}")
+			i = end
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String()
 }
 
 // patternPath drops a ServeMux pattern's method and host.
@@ -192,12 +256,25 @@ func patternPath(p string) string {
 // the claim's transaction, and record what it answered.
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	if !slices.Contains(m.cfg.methods, r.Method) {
+		m.next.ServeHTTP(w, r)
+		return
+	}
 	var header *string
 	if values := r.Header.Values("Idempotency-Key"); len(values) > 0 {
 		joined := strings.Join(values, ", ") // as a proxy joins repeated fields: the server refuses it
 		header = &joined
 	} else if m.cfg.optional {
 		m.next.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(r.Body) // before anything is asked of the store (rule 4)
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		m.problem(w, http.StatusRequestEntityTooLarge, "Content Too Large", "REQUEST_BODY_TOO_LARGE",
+			fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit))
+		return
+	} else if err != nil {
+		m.problem(w, http.StatusBadRequest, "Bad Request", "UNREADABLE_REQUEST_BODY", "The request body could not be read.")
 		return
 	}
 	key, refusal, err := m.client.HTTPKey(ctx, m.client.db, m.namespace, header, m.cfg.docsURI)
@@ -207,15 +284,6 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if refusal != nil {
 		writeServerResponse(w, *refusal)
-		return
-	}
-	body, err := io.ReadAll(r.Body)
-	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
-		m.problem(w, http.StatusRequestEntityTooLarge, "REQUEST_BODY_TOO_LARGE",
-			fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit))
-		return
-	} else if err != nil {
-		m.problem(w, http.StatusBadRequest, "UNREADABLE_REQUEST_BODY", "The request body could not be read.")
 		return
 	}
 
@@ -237,7 +305,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"r.body AS http_body FROM idempotency.idem_begin($1::text, $2::text, jsonb_build_object('method', $3::text, "+
 		"'target', $4::text, 'body', $5::jsonb), $6::interval, $7::interval) o LEFT JOIN LATERAL "+
 		"idempotency.idem_http_response(CASE WHEN o.kind <> 'fresh' THEN o END, $8::integer, $9::text) r ON true",
-		m.namespace, key, r.Method, m.cfg.route(r), fingerprintBody(body), a.replayWindow, a.inFlightWait,
+		m.namespace, key, r.Method, m.cfg.route(r), fingerprintBody(r.Header.Get("Content-Type"), body),
+		a.replayWindow, a.inFlightWait,
 		m.cfg.retryAfter, nullIfEmpty(m.cfg.docsURI))
 	var row outcomeRow
 	if err == nil {
@@ -270,7 +339,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.sendTo(w)
 		return
 	}
-	if err := m.client.Commit(ctx, tx, m.namespace, key, rec.result(m.cfg.replayHeaders), row.out.Fence); err != nil {
+	result, err := rec.result(m.cfg.replayHeaders)
+	if err == nil {
+		err = m.client.Commit(ctx, tx, m.namespace, key, result, row.out.Fence)
+	}
+	if err != nil {
 		rollback()
 		m.fail(w, r, err)
 		return
@@ -284,43 +357,51 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // fingerprintBody is the body as the request fingerprint holds it, as JSON
-// text: the JSON itself, {"sha256": hex} for anything else, SQL NULL for none.
-func fingerprintBody(body []byte) any {
+// text (rule 7): the JSON itself under a JSON Content-Type, {"sha256": hex}
+// for anything else, SQL NULL (the JSON null) for none.
+func fingerprintBody(contentType string, body []byte) any {
 	if len(body) == 0 {
 		return nil
 	}
-	if json.Valid(body) {
+	if isJSONMediaType(contentType) && json.Valid(body) {
 		return string(body)
 	}
 	sum := sha256.Sum256(body)
 	return `{"sha256": "` + hex.EncodeToString(sum[:]) + `"}`
 }
 
-// fail answers an error that kept the middleware from its work: 503 when
-// the database cannot be reached or is briefly unable (the client may
-// retry), else 500. The handler has not run, or its work was rolled back.
+// fail answers an error that kept the middleware from its work (rules 14
+// and 15): 503 when the database cannot be reached or is briefly unable
+// (the client may retry), else 500. The handler has not run, or its work
+// was rolled back; nothing was recorded.
 func (m *middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
 	m.cfg.onError(r, err)
 	if unavailable(err) {
-		w.Header().Set("Retry-After", strconv.Itoa(m.cfg.retryAfter))
-		m.problem(w, http.StatusServiceUnavailable, "IDEMPOTENCY_STORE_UNAVAILABLE",
-			"The idempotency store cannot be reached; the request was not processed. Retry it with the same Idempotency-Key.")
+		w.Header().Set("Retry-After", strconv.Itoa(max(m.cfg.retryAfter, 1)))
+		m.problem(w, http.StatusServiceUnavailable, "Service Unavailable", "IDEMPOTENCY_STORE_UNAVAILABLE",
+			"The idempotency store cannot be reached. Retry the request with the same Idempotency-Key.")
 		return
 	}
-	m.problem(w, http.StatusInternalServerError, "IDEMPOTENCY_STORE_ERROR",
-		"The idempotency store refused the request; it was not processed.")
+	m.problem(w, http.StatusInternalServerError, "Internal Server Error", "IDEMPOTENCY_STORE_ERROR",
+		"The idempotency store refused the request; nothing was recorded.")
 }
+
+// errNotRecordable is rule 11's refusal: a response whose Content-Type is
+// JSON and whose body is not, which no replay could give back.
+var errNotRecordable = errors.New("idempotency: the response is not recorded: " +
+	"its Content-Type is JSON and its body is not JSON")
 
 // unavailable tells a database that cannot be reached (a connection that
 // fails, no answer: network, timeout) or answers that it cannot serve now
-// (connection, resources, shutdown, serialization or deadlock, read-only).
+// (connection, resources, shutdown, serialization or deadlock, read-only):
+// rule 13.
 func unavailable(err error) bool {
 	if connectErr := (*pgconn.ConnectError)(nil); errors.As(err, &connectErr) {
 		return true
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		return !errors.Is(err, ErrIncompatibleServer)
+		return !errors.Is(err, ErrIncompatibleServer) && !errors.Is(err, errNotRecordable)
 	}
 	switch {
 	case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "53"),
@@ -330,11 +411,10 @@ func unavailable(err error) bool {
 	return false
 }
 
-// problem writes an RFC 9457 problem built here: only for answers the
-// server cannot give (it cannot be reached, or the request never got there).
-func (m *middleware) problem(w http.ResponseWriter, status int, code, detail string) {
-	p := map[string]any{"type": "about:blank", "title": http.StatusText(status), "status": status,
-		"code": code, "detail": detail}
+// problem writes an RFC 9457 problem built here (rule 16): only for answers
+// the server cannot give (it cannot be reached, or the request never got there).
+func (m *middleware) problem(w http.ResponseWriter, status int, title, code, detail string) {
+	p := map[string]any{"type": "about:blank", "title": title, "status": status, "code": code, "detail": detail}
 	if m.cfg.docsURI != "" {
 		p["type"] = m.cfg.docsURI
 		w.Header().Set("Link", "<"+m.cfg.docsURI+`>; rel="describedby"`)
@@ -347,22 +427,18 @@ func (m *middleware) problem(w http.ResponseWriter, status int, code, detail str
 }
 
 // writeServerResponse sends a response idem_http_key or idem_http_response
-// built: its headers, status, and body (JSON under a JSON content type, or
-// the bytes of a recorded base64 string under another).
+// built (rule 12): its headers and status as they are, and its body: none
+// for a recorded "", the JSON under a JSON content type, the bytes of a
+// base64 string under another or none, else the JSON.
 func writeServerResponse(w http.ResponseWriter, resp HTTPResponse) {
 	for k, v := range resp.Header {
 		w.Header().Set(k, v)
 	}
 	var body []byte
-	if len(resp.Body) > 0 && string(resp.Body) != "null" {
+	if len(resp.Body) > 0 && string(resp.Body) != `""` {
 		body = resp.Body
-		contentType := w.Header().Get("Content-Type")
 		var encoded string
-		switch {
-		case contentType == "":
-			w.Header().Set("Content-Type", "application/json")
-		case isJSONMediaType(contentType):
-		case json.Unmarshal(resp.Body, &encoded) == nil:
+		if !isJSONMediaType(w.Header().Get("Content-Type")) && json.Unmarshal(resp.Body, &encoded) == nil {
 			if raw, err := base64.StdEncoding.DecodeString(encoded); err == nil {
 				body = raw
 			}
@@ -370,6 +446,9 @@ func writeServerResponse(w http.ResponseWriter, resp HTTPResponse) {
 	}
 	if len(body) > 0 {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		if _, ok := w.Header()["Content-Type"]; !ok {
+			w.Header()["Content-Type"] = nil // none recorded: net/http would sniff one
+		}
 	}
 	w.WriteHeader(resp.Status)
 	if len(body) > 0 {
@@ -426,9 +505,11 @@ type recordedResponse struct {
 	Body    any               `json:"body"`
 }
 
-// result is the response as recorded: the status, the replayed headers,
-// and the body (JSON under a JSON content type, else base64; none: null).
-func (r *recorder) result(replay []string) recordedResponse {
+// result is the response as recorded (rule 11): the status, the replayed
+// headers, and the body ("" for none, the JSON under a JSON content type,
+// else base64); errNotRecordable for a JSON content type over a body that
+// is not JSON.
+func (r *recorder) result(replay []string) (recordedResponse, error) {
 	res := recordedResponse{Status: r.status, Headers: map[string]string{}}
 	for _, name := range replay {
 		if v := r.sent.Values(name); len(v) > 0 {
@@ -438,12 +519,16 @@ func (r *recorder) result(replay []string) recordedResponse {
 	b := r.body.Bytes()
 	switch {
 	case len(b) == 0:
-	case isJSONMediaType(r.sent.Get("Content-Type")) && json.Valid(b):
+		res.Body = ""
+	case isJSONMediaType(r.sent.Get("Content-Type")):
+		if !json.Valid(b) {
+			return res, errNotRecordable
+		}
 		res.Body = json.RawMessage(b)
 	default:
 		res.Body = base64.StdEncoding.EncodeToString(b)
 	}
-	return res
+	return res, nil
 }
 
 // sendTo writes the buffered response to the client.

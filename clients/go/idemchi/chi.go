@@ -15,7 +15,8 @@ func Middleware(c *idempotency.Client, namespace string, opts ...idempotency.Opt
 	return c.Middleware(namespace, append([]idempotency.Option{idempotency.Route(RoutePattern)}, opts...)...)
 }
 
-// RoutePattern is the pattern chi matches for r, found from the router at
+// RoutePattern is the pattern chi matches for r ({id:[0-9]+} written {id},
+// * written {*}: idempotency.Template), found from the router at
 // the root of the request's chi context, so that it is known in a
 // middleware that runs before routing (r.Use) as in one that runs after
 // (r.With); the request's path when no route matches.
@@ -26,7 +27,7 @@ func RoutePattern(r *http.Request) string {
 			path = r.URL.Path
 		}
 		if pattern := rctx.Routes.Find(chi.NewRouteContext(), r.Method, path); pattern != "" {
-			return pattern
+			return idempotency.Template(pattern)
 		}
 	}
 	return idempotency.RouteTemplate(r)

@@ -123,3 +123,24 @@ func TestMountedWith(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestPatternSyntax (rule 6): chi's {id:[0-9]+} and * are written {id} and {*}.
+func TestPatternSyntax(t *testing.T) {
+	idem := idempotency.New(pgtest.Pool(t))
+	ns := pgtest.Unique("refunds")
+	h := newRefunds(t)
+	r := chi.NewRouter()
+	r.Use(idemchi.Middleware(idem, ns))
+	r.Post("/payments/{id:[0-9]+}/refunds", h.ServeHTTP)
+	r.Post("/files/*", h.ServeHTTP)
+	url := serve(t, r)
+	for path, want := range map[string]string{"/payments/12/refunds": "/payments/{id}/refunds", "/files/a/b": "/files/{*}"} {
+		key := pgtest.Unique("k")
+		if got := pgtest.Post(t, url+path, key, `{}`); got.Status != 201 {
+			t.Fatalf("%s: %d %s", path, got.Status, got.Body)
+		}
+		if target := pgtest.Target(t, ns, key); target != want {
+			t.Fatalf("%s: target %q, want %q", path, target, want)
+		}
+	}
+}

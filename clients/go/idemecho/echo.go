@@ -1,5 +1,6 @@
 // Package idemecho wires the idempotency middleware into Echo v5: the
-// route template of the fingerprint is Echo's route path ("/payments/:id"),
+// route template of the fingerprint is Echo's route path ("/payments/:id",
+// written "/payments/{id}"),
 // and an error a handler returns is answered by Echo's error handler
 // inside the middleware, so that its status decides what is recorded.
 package idemecho

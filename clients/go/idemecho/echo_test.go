@@ -97,7 +97,7 @@ func TestEchoUse(t *testing.T) {
 		!pgtest.SameJSON(again.Body, `{"refund_of":"7"}`) || h.rows(t) != 1 || h.runs.Load() != 2 {
 		t.Fatalf("first %d %s, again %d %v %s, %d rows", first.Status, first.Body, again.Status, again.Header, again.Body, h.rows(t))
 	}
-	if target := pgtest.Target(t, ns, key); target != "/payments/:id/refunds" {
+	if target := pgtest.Target(t, ns, key); target != "/payments/{id}/refunds" {
 		t.Fatalf("target %q", target)
 	}
 	if got := pgtest.Post(t, url+"/payments/7/refunds", key, `{"amount": 6}`); got.Status != 422 ||
@@ -119,7 +119,7 @@ func TestEchoGroupClientError(t *testing.T) {
 		!pgtest.SameJSON(again.Body, first.Body) || h.runs.Load() != 1 {
 		t.Fatalf("first %d %s, again %d %v %s, %d runs", first.Status, first.Body, again.Status, again.Header, again.Body, h.runs.Load())
 	}
-	if target := pgtest.Target(t, ns, key); target != "/api/payments/:id/refunds" {
+	if target := pgtest.Target(t, ns, key); target != "/api/payments/{id}/refunds" {
 		t.Fatalf("target %q", target)
 	}
 	if got := pgtest.Post(t, url+"/api/payments/1/refunds", "", `{}`); got.Status != 400 {

@@ -1,5 +1,6 @@
 // Package idemgin wires the idempotency middleware into Gin: the route
-// template of the fingerprint is Gin's full path ("/payments/:id"), and
+// template of the fingerprint is Gin's full path ("/payments/:id", written
+// "/payments/{id}"), and
 // what the handlers after it write goes through the middleware's buffer.
 package idemgin
 

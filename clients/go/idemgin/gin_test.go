@@ -86,7 +86,7 @@ func TestGinUse(t *testing.T) {
 		h.rows(t) != 1 || h.runs.Load() != 2 {
 		t.Fatalf("first %d %s, again %d %v %s, %d rows", first.Status, first.Body, again.Status, again.Header, again.Body, h.rows(t))
 	}
-	if target := pgtest.Target(t, ns, key); target != "/payments/:id/refunds" {
+	if target := pgtest.Target(t, ns, key); target != "/payments/{id}/refunds" {
 		t.Fatalf("target %q", target)
 	}
 	if got := pgtest.Post(t, url+"/payments/7/refunds", key, `{"amount": 6}`); got.Status != 422 ||
@@ -108,7 +108,7 @@ func TestGinGroupClientError(t *testing.T) {
 		!pgtest.SameJSON(again.Body, first.Body) || h.runs.Load() != 1 {
 		t.Fatalf("first %d %s, again %d %v %s, %d runs", first.Status, first.Body, again.Status, again.Header, again.Body, h.runs.Load())
 	}
-	if target := pgtest.Target(t, ns, key); target != "/api/payments/:id/refunds" {
+	if target := pgtest.Target(t, ns, key); target != "/api/payments/{id}/refunds" {
 		t.Fatalf("target %q", target)
 	}
 	if got := pgtest.Post(t, url+"/api/payments/1/refunds", "", `{"amount": 1}`); got.Status != 400 || h.runs.Load() != 1 {

@@ -29,6 +29,15 @@ CREATE TABLE shipments (
     downstream_key text NOT NULL,
     app            text NOT NULL
 );
+-- Checked at COMMIT: a second 'twice' breaks the unique constraint (23505),
+-- a row in serialization_failures raises 40001: a store error and an
+-- unreachable store as the middleware's commit meets them.
+CREATE TABLE uniques (v text UNIQUE DEFERRABLE INITIALLY DEFERRED);
+CREATE TABLE serialization_failures (v text);
+CREATE FUNCTION fail_serialization() RETURNS trigger LANGUAGE plpgsql AS
+  $$BEGIN RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END$$;
+CREATE CONSTRAINT TRIGGER fail_at_commit AFTER INSERT ON serialization_failures
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fail_serialization();
 """
 
 

@@ -4,6 +4,7 @@ JSON, optional keys, what is recorded, fail closed)."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -53,6 +54,39 @@ async def boom(request: Request) -> Response:
     raise RuntimeError("boom")
 
 
+async def empty(request: Request) -> Response:
+    """Writes, then answers 201 with no body under a JSON Content-Type."""
+    await connection(request).execute("INSERT INTO payments (key, amount, app) VALUES (%s, 0, 'starlette')",
+                                      (claim(request).key,))
+    return Response(b"", status_code=201, media_type="application/json")
+
+
+async def json_null(request: Request) -> Response:
+    """Answers the JSON null, as a FastAPI handler that returns None does."""
+    return JSONResponse(None, status_code=201)
+
+
+async def bad_json(request: Request) -> Response:
+    """Writes, then answers a JSON Content-Type over a body that is not JSON."""
+    await connection(request).execute("INSERT INTO payments (key, amount, app) VALUES (%s, 0, 'starlette')",
+                                      (claim(request).key,))
+    return Response(b"{not json", status_code=201, media_type="application/json")
+
+
+async def conflict(request: Request) -> Response:
+    """Writes what breaks a deferred unique constraint: the COMMIT fails with 23505."""
+    await connection(request).execute("INSERT INTO payments (key, amount, app) VALUES (%s, 0, 'starlette')",
+                                      (claim(request).key,))
+    await connection(request).execute("INSERT INTO uniques VALUES ('twice'), ('twice')")
+    return JSONResponse({"ok": True}, status_code=201)
+
+
+async def serialization(request: Request) -> Response:
+    """Writes what a deferred trigger refuses with 40001 at COMMIT."""
+    await connection(request).execute("INSERT INTO serialization_failures VALUES ('x')")
+    return JSONResponse({"ok": True}, status_code=201)
+
+
 async def maybe(request: Request) -> Response:
     """An optional-key route: with a key it runs under the store, without one it runs alone."""
     try:
@@ -78,6 +112,11 @@ def make_app(database: str, **options: Any) -> Starlette:
         Route("/missing", missing, methods=["POST"]),
         Route("/boom", boom, methods=["POST"]),
         Route("/maybe", maybe, methods=["POST", "GET"]),
+        Route("/empty", empty, methods=["POST"]),
+        Route("/null", json_null, methods=["POST"]),
+        Route("/bad-json", bad_json, methods=["POST"]),
+        Route("/conflict", conflict, methods=["POST"]),
+        Route("/serialization", serialization, methods=["POST"]),
         Mount("/api", routes=[Route("/items/{item_id:int}", item, methods=["POST"])]),
     ], lifespan=lifespan)
     app.add_middleware(IdempotencyMiddleware, namespace=NS, pool=source, **options)
@@ -119,11 +158,91 @@ def test_a_body_that_is_not_json(client: TestClient, database: str) -> None:
 
 
 def test_an_empty_body_and_a_json_body_differ(client: TestClient) -> None:
-    """No body is null, as the body null is; {} is another request."""
+    """No body is null, as the JSON body null is; {} is another request."""
     key = new_key()
+    json_type = {"Idempotency-Key": key, "Content-Type": "application/json"}
     assert client.post("/notes", headers={"Idempotency-Key": key}).status_code == 201
-    assert client.post("/notes", content=b"null", headers={"Idempotency-Key": key}).status_code == 201  # null both
-    assert client.post("/notes", content=b"{}", headers={"Idempotency-Key": key}).status_code == 422
+    assert client.post("/notes", content=b"null", headers=json_type).status_code == 201  # null both
+    assert client.post("/notes", content=b"{}", headers=json_type).status_code == 422
+
+
+def recorded_body(database: str, key: str) -> Any:
+    """The body of the request the server fingerprinted for a key, as recorded."""
+    with psycopg.connect(dbname=database, autocommit=True) as c:
+        row = c.execute("SELECT request_payload->'body' FROM idempotency.idempotency_record WHERE key_value = %s",
+                        (key,)).fetchone()
+        assert row is not None
+        return row[0]
+
+
+def test_a_body_is_json_only_under_a_json_content_type(client: TestClient, database: str) -> None:
+    """Rule 7: JSON text sent as text/plain is bytes (its SHA-256); under application/json it is JSON."""
+    key = new_key()
+    plain = {"Idempotency-Key": key, "Content-Type": "text/plain"}
+    assert client.post("/notes", content=b'{"a": 1}', headers=plain).status_code == 201
+    assert recorded_body(database, key) == {"sha256": hashlib.sha256(b'{"a": 1}').hexdigest()}
+    assert client.post("/notes", content=b'{ "a":1 }', headers=plain).status_code == 422  # other bytes
+    key = new_key()
+    declared = {"Idempotency-Key": key, "Content-Type": "application/merge-patch+json"}
+    assert client.post("/notes", content=b'{"a": 1}', headers=declared).status_code == 201
+    assert recorded_body(database, key) == {"a": 1}
+    again = client.post("/notes", content=b'{ "a":1 }', headers=declared)  # the same JSON
+    assert again.status_code == 201 and again.headers["Idempotency-Replayed"] == "true"
+
+
+def test_no_body_and_a_json_null_replay_as_sent(client: TestClient, database: str) -> None:
+    """Rules 11 and 12: no body is recorded as "" and replayed as none, even
+    under a JSON Content-Type; the JSON null replays as null."""
+    for path, content in (("/empty", b""), ("/null", b"null")):
+        key = new_key()
+        first = client.post(path, headers={"Idempotency-Key": key})
+        assert first.status_code == 201 and first.content == content
+        again = client.post(path, headers={"Idempotency-Key": key})
+        assert again.status_code == 201 and again.headers["Idempotency-Replayed"] == "true"
+        assert again.content == content, path
+        assert again.headers["Content-Type"] == first.headers["Content-Type"] == "application/json"
+
+
+STORE_ERROR = {"type": "about:blank", "title": "Internal Server Error", "status": 500,
+               "code": "IDEMPOTENCY_STORE_ERROR",
+               "detail": "The idempotency store refused the request; nothing was recorded."}
+
+
+def test_a_json_content_type_over_a_body_that_is_not_json(client: TestClient, database: str) -> None:
+    """Rule 11: it could not be replayed as sent, so it is not recorded: 500, the work rolled back."""
+    key = new_key()
+    answer = client.post("/bad-json", headers={"Idempotency-Key": key})
+    assert answer.status_code == 500 and answer.headers["Content-Type"] == "application/problem+json"
+    assert answer.json() == STORE_ERROR
+    assert count(database, key) == 0
+    assert client.post("/bad-json", headers={"Idempotency-Key": key}).status_code == 500  # nothing was recorded
+
+
+def test_a_commit_that_fails(client: TestClient, database: str) -> None:
+    """Rules 13 to 15: a deferred constraint at COMMIT is a store error (500);
+    a serialization failure there is the store unreachable for now (503)."""
+    key = new_key()
+    answer = client.post("/conflict", headers={"Idempotency-Key": key})
+    assert answer.status_code == 500 and answer.json() == STORE_ERROR
+    assert count(database, key) == 0
+    answer = client.post("/serialization", headers={"Idempotency-Key": new_key()})
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
+    assert answer.json()["code"] == "IDEMPOTENCY_STORE_UNAVAILABLE"
+
+
+def test_which_errors_are_unreachable() -> None:
+    """Rule 13: no SQLSTATE, or classes 08, 53, 57P, 40 and 25006; not other SQLSTATEs nor the package's refusals."""
+    from idempotency import IncompatibleServer
+    from idempotency.http import unreachable
+
+    for e in (psycopg.OperationalError("connection refused"), psycopg.errors.AdminShutdown(),
+              psycopg.errors.SerializationFailure(), psycopg.errors.DeadlockDetected(),
+              psycopg.errors.TooManyConnections(), psycopg.errors.ReadOnlySqlTransaction(),
+              psycopg.errors.ConnectionFailure(), OSError("reset"), TimeoutError()):
+        assert unreachable(e), e
+    for e in (psycopg.errors.UniqueViolation(), psycopg.errors.InvalidParameterValue(),
+              psycopg.errors.QueryCanceled(), IncompatibleServer("too old"), ValueError("a bug")):
+        assert not unreachable(e), e
 
 
 def test_json_numbers_are_replayed_as_recorded(client: TestClient) -> None:
@@ -131,7 +250,8 @@ def test_json_numbers_are_replayed_as_recorded(client: TestClient) -> None:
     key = new_key()
     first = client.post("/api/items/1", json={"a": 1}, headers={"Idempotency-Key": key})
     assert first.status_code == 201 and first.json() == {"item": 1, "n": 1.5}
-    replay = client.post("/api/items/2", content=b'{ "a" : 1 }', headers={"Idempotency-Key": key})
+    replay = client.post("/api/items/2", content=b'{ "a" : 1 }',
+                         headers={"Idempotency-Key": key, "Content-Type": "application/json"})
     assert replay.headers["Idempotency-Replayed"] == "true"  # /api/items/{item_id:int}: the same template
     assert b"1.50" in replay.content and replay.json() == first.json()
 
@@ -142,7 +262,7 @@ def test_route_templates(database: str) -> None:
 
     app = make_app(database)
     scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/api/items/7", "root_path": "", "app": app}
-    assert route_template(scope) == "/api/items/{item_id:int}"
+    assert route_template(scope) == "/api/items/{item_id}"  # rule 6: Starlette's {item_id:int} is {item_id}
     assert route_template({**scope, "path": "/nowhere/7"}) == "/nowhere/7"
     assert route_template({**scope, "method": "PUT", "path": "/notes"}) == "/notes"  # a 405 is routed there too
 
@@ -229,7 +349,19 @@ def test_fail_closed(database: str) -> None:
     assert answer.status_code == 503 and ran == []
     assert answer.headers["Retry-After"] == "5"
     assert answer.headers["Link"] == '<https://example.com/idem>; rel="describedby"'
-    assert answer.json()["type"] == "https://example.com/idem"
+    assert answer.json() == {
+        "type": "https://example.com/idem", "title": "Service Unavailable", "status": 503,
+        "code": "IDEMPOTENCY_STORE_UNAVAILABLE",
+        "detail": "The idempotency store cannot be reached. Retry the request with the same Idempotency-Key."}
+
+
+def test_optional_routes_as_the_framework_writes_them() -> None:
+    """An optional route may be named as Django or Starlette writes it, or as rule 6 does."""
+    from idempotency import Settings
+
+    s = Settings(namespace="payments", optional=["payments/<int:pk>", "/items/{id:int}", "/plain"])
+    assert s.is_optional("/payments/{pk}") and s.is_optional("/items/{id}") and s.is_optional("/plain")
+    assert not s.is_optional("/payments")
 
 
 def test_settings_are_checked_at_start_up() -> None:
@@ -251,11 +383,11 @@ def test_repeated_key_fields_are_refused(client: TestClient) -> None:
 
 
 def test_an_incompatible_server_is_refused(scratch: str, caplog: pytest.LogCaptureFixture) -> None:
-    """A 0.9 extension: 503 (fail closed), and the log says why and what to run."""
+    """A 0.9 extension: 500 (rule 15: a retry cannot help), and the log says why and what to run."""
     with psycopg.connect(dbname=scratch, autocommit=True) as c:
         c.execute("CREATE EXTENSION idempotency VERSION '0.9.2'")
     with TestClient(make_app(scratch)) as client:
         answer = client.post("/notes", headers={"Idempotency-Key": new_key()})
-    assert answer.status_code == 503
+    assert answer.status_code == 500 and answer.json() == STORE_ERROR
     assert "the idempotency extension 0.9.2 is too old" in caplog.text
     assert "ALTER EXTENSION idempotency UPDATE" in caplog.text

@@ -156,6 +156,28 @@ def test_the_route_template_is_fingerprinted(app: tuple[str, AppServer], databas
     other = post(server.url + "/payments/2/refunds", key, {"reason": "late"})
     assert other.status_code == 201 and other.headers["Idempotency-Replayed"] == "true"
     assert other.json() == first.json()
+    # Rule 6: FastAPI's /payments/{payment_id}/refunds and Django's
+    # payments/<int:payment_id>/refunds are one template.
+    with psycopg.connect(dbname=database, autocommit=True) as c:
+        row = c.execute("SELECT request_payload->>'target' FROM idempotency.idempotency_record WHERE key_value = %s",
+                        (key,)).fetchone()
+    assert row == ("/payments/{payment_id}/refunds",)
+
+
+def test_a_body_over_the_limit(app: tuple[str, AppServer], database: str) -> None:
+    """Rule 4: Django's DATA_UPLOAD_MAX_MEMORY_SIZE (64 KiB here) is answered
+    413 before anything is claimed; ASGI sets no limit of its own."""
+    name, server = app
+    key = new_key()
+    answer = post(server.url + "/payments", key, {"amount": 1, "pad": "x" * 70000})
+    if name == "fastapi":
+        assert answer.status_code == 201
+        return
+    assert answer.status_code == 413 and answer.headers["Content-Type"] == "application/problem+json"
+    assert answer.json() == {"type": "about:blank", "title": "Content Too Large", "status": 413,
+                             "code": "REQUEST_BODY_TOO_LARGE",
+                             "detail": "The request body is larger than 65536 bytes."}
+    assert key_state(database, NAMESPACES[name], key) == "absent" and rows(database, "payments", key) == 0
 
 
 def test_a_missing_or_malformed_key(app: tuple[str, AppServer], database: str) -> None:

@@ -146,7 +146,7 @@ def test_autocommit_is_refused(database: str, key: str) -> None:
     with psycopg.connect(dbname=database, autocommit=True) as auto:
         with pytest.raises(TransactionRequired) as e:
             store.begin(auto, NS, key, {})
-        assert e.value.sqlstate == "25000" and "autocommit" in e.value.message
+        assert e.value.sqlstate == "25P01" and "autocommit" in e.value.message
         assert auto.execute("SELECT state FROM idempotency.idem_key_state(%s, %s)", (NS, key)).fetchone() == (
             "absent",)
         # Inside a transaction block the same connection may begin.

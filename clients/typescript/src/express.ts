@@ -2,7 +2,10 @@
 // handler runs once per key, inside the transaction of its claim.
 //   app.post('/payments', idempotency({ pool, namespace: 'payments' }), handler)
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { prepare, routeTemplate, settings, type Attempt, type HttpResponse, type IdempotencyContext, type IdempotencyOptions } from './http.js';
+import {
+  covers, decodedPath, prepare, routeTemplate, settings, tooLarge, unreadable, type Attempt, type HttpResponse,
+  type IdempotencyContext, type IdempotencyOptions,
+} from './http.js';
 
 export type { IdempotencyContext, IdempotencyOptions } from './http.js';
 
@@ -61,35 +64,43 @@ function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 }
 
-// The route template Express matched (its mount path, then the route's path), or the path.
+// The route template Express matched (its mount path, then the route's path);
+// before routing (app.use), the one it will match; else the path, percent-decoded.
 function target(req: Request): string {
   const route = (req as Request & { route?: { path?: unknown } }).route;
   if (route && typeof route.path === 'string') return routeTemplate(req.baseUrl + route.path);
-  return new URL(req.originalUrl, 'http://localhost').pathname;
+  const path = new URL(req.originalUrl, 'http://localhost').pathname;
+  const stack = (req.app as unknown as { router?: { stack?: unknown } }).router?.stack;
+  const found = Array.isArray(stack) ? routeAhead(stack as Layer[], path, req.method, '') : undefined;
+  return found === undefined ? decodedPath(path) : routeTemplate(found);
 }
 
-// Requests whose handler threw (or passed an error to next): never recorded, whatever Express answers.
-const threw = new WeakSet<Request>();
-const marked = new WeakMap<object, Set<string>>();
+// What routeAhead reads of an Express 5 router's layer.
+interface Layer {
+  match?(path: string): false | { path: string; pattern: unknown };
+  route?: { _handlesMethod?(method: string): boolean };
+  handle?: { stack?: unknown };
+}
 
-/**
- * Appends, once per route and method, an error handler that marks the request
- * as failed and passes the error on: Express shows a middleware no error a
- * later handler throws, and an error it answers 4xx must not be recorded.
- * Only for a method the route has already, so that routing does not change.
- */
-function markErrors(req: Request): void {
-  const route = (req as Request & { route?: Record<string, unknown> & { methods?: Record<string, boolean> } }).route;
-  const method = req.method.toLowerCase();
-  if (!route || route.methods?.[method] !== true || typeof route[method] !== 'function') return;
-  let methods = marked.get(route);
-  if (!methods) marked.set(route, (methods = new Set()));
-  if (methods.has(method)) return;
-  methods.add(method);
-  (route[method] as (fn: unknown) => void).call(route, (err: unknown, failed: Request, _res: Response, next: NextFunction) => {
-    threw.add(failed);
-    next(err);
-  });
+// The pattern of the first route of stack (or of a router mounted in it)
+// that matches path and method, as Express's router will choose it; undefined
+// for none, or for a pattern that is not a string (a RegExp).
+function routeAhead(stack: Layer[], path: string, method: string, prefix: string): string | undefined {
+  for (const layer of stack) {
+    const m = typeof layer.match === 'function' ? layer.match(path) : false;
+    if (!m || typeof m.pattern !== 'string') continue;
+    if (layer.route) {
+      if (layer.route._handlesMethod?.(method)) return prefix + m.pattern;
+      continue;
+    }
+    const inner = layer.handle?.stack;
+    if (Array.isArray(inner)) {
+      const found = routeAhead(inner as Layer[], path.slice(m.path.length) || '/', method,
+        prefix + (m.pattern === '/' ? '' : m.pattern));
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
 }
 
 // Sends a response the middleware answers itself.
@@ -101,9 +112,9 @@ function send(res: Response, r: HttpResponse): void {
 }
 
 /**
- * The middleware. On a route, it keys every request of that route; mounted
- * with app.use, the methods of options.methods (POST and PATCH), with the
- * path as the target and without sight of the errors handlers throw. A fresh
+ * The middleware, on a route or mounted with app.use (then with the template
+ * of the route Express will match as the target): it keys requests of
+ * options.methods (POST and PATCH). A fresh
  * request reaches the handler with req.idempotency: its key and the client of
  * its transaction.
  */
@@ -111,10 +122,8 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
   const s = settings(options);
   const limit = options.bodyLimit ?? 1024 * 1024;
   return (req: Request, res: Response, next: NextFunction) => {
-    const onRoute = (req as Request & { route?: unknown }).route !== undefined;
-    const applies = onRoute || s.methods.includes(req.method.toUpperCase());
     const header = req.get('Idempotency-Key');
-    if (!applies || (header === undefined && !s.required)) {
+    if (!covers(s, req.method) || (header === undefined && !s.required)) {
       next();
       return;
     }
@@ -123,17 +132,13 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
       try {
         body = await requestBody(req, limit);
       } catch (err) {
-        if (err instanceof BodyTooLarge) {
-          send(res, { status: 413, headers: { 'Content-Type': 'text/plain; charset=utf-8' }, body: Buffer.from('request body too large') });
-          return;
-        }
-        throw err;
+        send(res, err instanceof BodyTooLarge ? tooLarge(s, limit) : unreadable(s));
+        return;
       }
       const prepared = await prepare(s, { method: req.method, target: target(req), header, contentType: req.get('Content-Type'), body });
       if (prepared.kind === 'skip') return next();
       if (prepared.kind === 'respond') return send(res, prepared.response);
-      markErrors(req);
-      holdResponse(req, res, prepared.attempt);
+      holdResponse(res, prepared.attempt);
       req.idempotency = prepared.attempt.context;
       next();
     })().catch(next);
@@ -145,7 +150,7 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
  * finished: the response leaves only after its record is committed, or is
  * replaced by a 503 when the commit fails.
  */
-function holdResponse(req: Request, res: Response, attempt: Attempt): void {
+function holdResponse(res: Response, attempt: Attempt): void {
   const original = { writeHead: res.writeHead, write: res.write, end: res.end };
   const chunks: Buffer[] = [];
   const bytes = (chunk: unknown, encoding?: unknown): Buffer | null => {
@@ -185,7 +190,7 @@ function holdResponse(req: Request, res: Response, attempt: Attempt): void {
     res.end = original.end;
     const body = Buffer.concat(chunks);
     const headers = res.getHeaders() as Record<string, unknown>;
-    void attempt.finish({ status: res.statusCode, headers: headers as Record<string, string>, body }, threw.has(req)).then((instead) => {
+    void attempt.finish({ status: res.statusCode, headers: headers as Record<string, string>, body }).then((instead) => {
       if (instead) {
         for (const name of res.getHeaderNames()) res.removeHeader(name);
         res.statusMessage = '';

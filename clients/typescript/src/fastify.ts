@@ -11,12 +11,12 @@ import {
 
 export type { IdempotencyContext, IdempotencyOptions } from './http.js';
 
-/** A route's own settings, in its config: { idempotency: false } leaves it out. */
-export type RouteIdempotency = boolean | Partial<Omit<IdempotencyOptions, 'pool' | 'methods'>>;
+/** A route's own settings, in its config: { idempotency: false } leaves it out; { methods: ['PUT'] } keys a PUT route. */
+export type RouteIdempotency = boolean | Partial<Omit<IdempotencyOptions, 'pool'>>;
 
 /** Options of the Fastify plugin. */
 export interface FastifyIdempotencyOptions extends IdempotencyOptions {
-  /** false: only routes whose config names idempotency are keyed (default true: every route of options.methods). */
+  /** false: only routes whose config names idempotency are keyed (default true: every route); either way, only requests of the methods covered. */
   global?: boolean;
 }
 
@@ -30,7 +30,7 @@ declare module 'fastify' {
   }
 }
 
-const attempts = new WeakMap<FastifyRequest, { attempt: Attempt; threw: boolean }>();
+const attempts = new WeakMap<FastifyRequest, Attempt>();
 const bodies = new WeakMap<FastifyRequest, Buffer[]>();
 
 // Copies the payload's bytes as the content-type parser reads them, for the fingerprint.
@@ -76,13 +76,10 @@ function toArray<T>(hooks: T | T[] | undefined): T[] {
 function routeSettings(base: Settings, options: FastifyIdempotencyOptions, route: RouteOptions): Settings | null {
   const own = (route.config as { idempotency?: RouteIdempotency } | undefined)?.idempotency;
   if (own === false) return null;
-  if (own === undefined || own === true) {
-    if (own === undefined && options.global === false) return null;
-    const methods = toArray(route.method).map((m) => String(m).toUpperCase());
-    if (own === undefined && !methods.some((m) => base.methods.includes(m))) return null;
-    return base;
-  }
-  return settings({ ...options, ...own });
+  if (own === undefined && options.global === false) return null;
+  const s = own === undefined || own === true ? base : settings({ ...options, ...own });
+  const methods = toArray(route.method).map((m) => String(m).toUpperCase());
+  return methods.some((m) => s.methods.includes(m)) ? s : null;
 }
 
 const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (app, options) => {
@@ -106,21 +103,16 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (app, option
       });
       if (prepared.kind === 'respond') return reply(replyTo, prepared.response);
       if (prepared.kind === 'run') {
-        attempts.set(request, { attempt: prepared.attempt, threw: false });
+        attempts.set(request, prepared.attempt);
         request.idempotency = prepared.attempt.context;
       }
       return undefined;
     }] as RouteOptions['preHandler'];
-    route.onError = [...toArray(route.onError), async (request: FastifyRequest) => {
-      const held = attempts.get(request);
-      if (held) held.threw = true;
-    }] as RouteOptions['onError'];
     route.onSend = [...toArray(route.onSend), async (request: FastifyRequest, replyTo: FastifyReply, payload: unknown) => {
       const held = attempts.get(request);
-      if (!held || !held.attempt.open) return payload;
+      if (!held || !held.open) return payload;
       const body = await payloadBytes(payload);
-      const instead = await held.attempt.finish(
-        { status: replyTo.statusCode, headers: replyTo.getHeaders() as Record<string, string>, body }, held.threw);
+      const instead = await held.finish({ status: replyTo.statusCode, headers: replyTo.getHeaders() as Record<string, string>, body });
       if (!instead) return body;
       for (const name of Object.keys(replyTo.getHeaders())) replyTo.removeHeader(name);
       replyTo.code(instead.status).headers(instead.headers);
@@ -128,7 +120,7 @@ const plugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (app, option
     }] as RouteOptions['onSend'];
     route.onResponse = [...toArray(route.onResponse), async (request: FastifyRequest) => {
       // A reply that never went through onSend (hijacked) leaves nothing open.
-      await attempts.get(request)?.attempt.abandon();
+      await attempts.get(request)?.abandon();
     }] as RouteOptions['onResponse'];
   });
 };

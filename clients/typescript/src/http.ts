@@ -38,8 +38,10 @@ export interface IdempotencyOptions {
   replayWindow?: string;
   /** How long a begin waits for a holder before answering in_flight (an interval, '2 seconds'). */
   inFlightWait?: string;
-  /** Where the middleware is mounted for every route (Express app.use, a Fastify global plugin): the methods it keys (default POST and PATCH). */
+  /** The methods it keys (default POST and PATCH); a request of another method passes through, without the store. */
   methods?: string[];
+  /** Told each error the middleware answers with a 500 or 503 (default: console.error, with its SQLSTATE and detail). */
+  onError?: (err: unknown) => void;
 }
 
 /** What the handler gets in the request: its transaction and its claim. */
@@ -103,6 +105,7 @@ export interface Settings {
   replayWindow: string | undefined;
   inFlightWait: string | undefined;
   methods: string[];
+  onError: (err: unknown) => void;
 }
 
 /** Checks the options (the namespace as the extension would) and fills in the defaults. */
@@ -124,12 +127,24 @@ export function settings(options: IdempotencyOptions): Settings {
     replayWindow: options.replayWindow,
     inFlightWait: options.inFlightWait,
     methods: (options.methods ?? DEFAULT_METHODS).map((m) => m.toUpperCase()),
+    onError: options.onError ?? logError,
   };
 }
 
-/** /payments/:id as /payments/{id}: the template's parameters named as in the shared contract. */
+/** A route's template with each parameter written {name} (rule 6): :id and :id(\\d+) are {id}, *path {path}, a bare * {*}. */
 export function routeTemplate(path: string): string {
-  return path.replace(/:([A-Za-z_$][\w$]*)(\([^)]*\))?/g, '{$1}');
+  return path
+    .replace(/:([A-Za-z_$][\w$]*)(\([^)]*\))?/g, '{$1}')
+    .replace(/\*([A-Za-z_$][\w$]*)?/g, (_all, name: string | undefined) => `{${name ?? '*'}}`);
+}
+
+/** A request's path, percent-decoded, for a request no route template matched (rule 6). */
+export function decodedPath(path: string): string {
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
 }
 
 /** True for application/json and any type whose subtype ends in +json. */
@@ -174,66 +189,110 @@ export function headerValue(headers: Record<string, unknown>, name: string): str
   return undefined;
 }
 
-/** The response of idem_http_key or idem_http_response, its jsonb body as bytes (base64 decoded for a recorded non-JSON body). */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/**
+ * The response of idem_http_key or idem_http_response (rule 12): its status
+ * and headers as they are, and its jsonb body as bytes: none for no body or a
+ * recorded ""; the JSON text under a JSON Content-Type; a string under another
+ * Content-Type, or none, decoded from base64 (the JSON text if it is not base64).
+ */
 export function fromServer(r: ServerResponse): HttpResponse {
   const headers = { ...r.headers };
-  if (r.body === null) return { status: r.status, headers, body: Buffer.alloc(0) };
-  const contentType = headerValue(headers, 'Content-Type');
-  if (contentType === undefined) {
-    headers['Content-Type'] = 'application/json';
-  } else if (!isJsonType(contentType)) {
-    const value: unknown = JSON.parse(r.body);
-    if (typeof value === 'string') return { status: r.status, headers, body: Buffer.from(value, 'base64') };
+  const value: unknown = r.body === null ? '' : JSON.parse(r.body);
+  if (value === '') return { status: r.status, headers, body: Buffer.alloc(0) };
+  if (typeof value === 'string' && !isJsonType(headerValue(headers, 'Content-Type')) && BASE64.test(value)) {
+    return { status: r.status, headers, body: Buffer.from(value, 'base64') };
   }
-  return { status: r.status, headers, body: Buffer.from(r.body, 'utf8') };
-}
-
-/** The 503 of a store that cannot be reached: built here, since the database that builds problems is what failed. */
-export function unavailable(s: Settings, detail: string): HttpResponse {
-  const problem: Record<string, unknown> = {
-    type: s.docsUri ?? 'about:blank', title: 'Service Unavailable', status: 503,
-    code: 'IDEMPOTENCY_STORE_UNAVAILABLE', detail,
-  };
-  const headers: Record<string, string> = { 'Content-Type': 'application/problem+json', 'Retry-After': String(Math.max(s.retryAfter, 1)) };
-  if (s.docsUri) headers['Link'] = `<${s.docsUri}>; rel="describedby"`;
-  return { status: 503, headers, body: Buffer.from(JSON.stringify(problem)) };
-}
-
-// The 500 of a response the store refused to record: nothing was done, and a retry would be refused again.
-function notRecorded(s: Settings, err: unknown): HttpResponse {
-  const problem = {
-    type: s.docsUri ?? 'about:blank', title: 'Internal Server Error', status: 500,
-    code: 'IDEMPOTENCY_RESPONSE_NOT_RECORDED',
-    detail: `The response could not be recorded, so nothing was done: ${(err as Error)?.message ?? String(err)}`,
-  };
-  return { status: 500, headers: { 'Content-Type': 'application/problem+json' }, body: Buffer.from(JSON.stringify(problem)) };
+  return { status: r.status, headers, body: Buffer.from(r.body!, 'utf8') };
 }
 
 /**
- * True for an error that says the database cannot be reached: a SQLSTATE of
- * class 08, 57P0x or 53300, or a socket's error (ECONNREFUSED, "Connection
- * terminated"), which has none; not a bug (TypeError and its kin), nor this package's refusals.
+ * An RFC 9457 problem the middleware builds itself (rule 16), in the
+ * server's shape: type, title, status, code, detail, and a Link header
+ * naming the service's documentation when it has one.
+ */
+export function problem(s: Settings, status: number, title: string, code: string, detail: string,
+  extra: Record<string, string> = {}): HttpResponse {
+  const body = { type: s.docsUri ?? 'about:blank', title, status, code, detail };
+  const headers: Record<string, string> = { 'Content-Type': 'application/problem+json', ...extra };
+  if (s.docsUri) headers['Link'] = `<${s.docsUri}>; rel="describedby"`;
+  return { status, headers, body: Buffer.from(JSON.stringify(body)) };
+}
+
+/** Rule 14's 503: the store cannot be reached (built here, since the server that builds problems is what failed). */
+export function unavailable(s: Settings): HttpResponse {
+  return problem(s, 503, 'Service Unavailable', 'IDEMPOTENCY_STORE_UNAVAILABLE',
+    'The idempotency store cannot be reached. Retry the request with the same Idempotency-Key.',
+    { 'Retry-After': String(Math.max(s.retryAfter, 1)) });
+}
+
+/** Rule 15's 500: any other error of the store; nothing was recorded. */
+export function storeError(s: Settings): HttpResponse {
+  return problem(s, 500, 'Internal Server Error', 'IDEMPOTENCY_STORE_ERROR',
+    'The idempotency store refused the request; nothing was recorded.');
+}
+
+/** Rule 4's 413: the body is over the limit; nothing was claimed. */
+export function tooLarge(s: Settings, limit: number): HttpResponse {
+  return problem(s, 413, 'Content Too Large', 'REQUEST_BODY_TOO_LARGE', `The request body is larger than ${limit} bytes.`);
+}
+
+/** Rule 4's 400: the body could not be read; nothing was claimed. */
+export function unreadable(s: Settings): HttpResponse {
+  return problem(s, 400, 'Bad Request', 'UNREADABLE_REQUEST_BODY', 'The request body could not be read.');
+}
+
+/** A response rule 11 cannot record: a JSON Content-Type over a body that is not JSON. */
+class NotRecordable extends IdempotencyError {
+  // Says why: a replay could not give back the bytes that were sent.
+  constructor() {
+    super('22023', 'the response is not recorded: its Content-Type is JSON and its body is not JSON',
+      'A replay of it could not give back the bytes that were sent.');
+  }
+}
+
+/**
+ * True for an error that says the store cannot serve now, so that a retry
+ * may succeed (rule 13): an error without a SQLSTATE from the driver or a
+ * socket (ECONNREFUSED, "Connection terminated", a pool's timeout), or a
+ * server's SQLSTATE of class 08, 53, 57P or 40, or 25006. Not another
+ * SQLSTATE, nor this package's refusals, nor a bug (TypeError and its kin).
  */
 export function isConnectionError(err: unknown): boolean {
   if (err instanceof IdempotencyError || err instanceof TypeError || err instanceof RangeError
     || err instanceof SyntaxError || err instanceof ReferenceError) return false;
-  const code = (err as { code?: unknown })?.code;
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
-  return code.startsWith('08') || code.startsWith('57P') || code === '53300';
+  const server = err as { code?: unknown; severity?: unknown };
+  if (typeof server?.severity !== 'string' || typeof server.code !== 'string') return true;   // not the server's answer
+  return ['08', '53', '57P', '40', '25006'].some((prefix) => (server.code as string).startsWith(prefix));
+}
+
+/** The answer to an error of the store: 503 when it cannot be reached (rule 14), else 500 (rule 15). */
+export function failure(s: Settings, err: unknown): HttpResponse {
+  return isConnectionError(err) ? unavailable(s) : storeError(s);
+}
+
+// The default onError: one line with the error's message, SQLSTATE and detail where the server gave them.
+function logError(err: unknown): void {
+  const e = err as { code?: unknown; message?: unknown; detail?: unknown };
+  console.error(`idempotency: the store failed: ${String(e?.message ?? err)}`
+    + (typeof e?.code === 'string' ? ` (SQLSTATE ${e.code})` : '') + (typeof e?.detail === 'string' ? ` DETAIL: ${e.detail}` : ''));
 }
 
 /**
- * Decides a request: no store (an optional header absent), an answer at once (400, a replay, 409, 422, 503), or a fresh claim
- * whose handler runs in the attempt's transaction. Errors that are not the
- * database's absence (an incompatible server, an invalid namespace) are thrown.
+ * Decides a request: no store (a method not covered, an optional header
+ * absent), an answer at once (400, a replay, 409, 422, 503, 500), or a fresh
+ * claim whose handler runs in the attempt's transaction.
  */
 export async function prepare(s: Settings, request: HttpRequest): Promise<Prepared> {
-  if (request.header === undefined && !s.required) return { kind: 'skip' };
+  if (!covers(s, request.method) || (request.header === undefined && !s.required)) return { kind: 'skip' };
   let client: PoolClientLike;
   try {
     client = await s.pool.connect();
   } catch (err) {
-    return { kind: 'respond', response: unavailable(s, 'The idempotency store cannot be reached; nothing was done. Retry later.') };
+    const response = failure(s, err);
+    s.onError(err);
+    return { kind: 'respond', response };
   }
   let inTransaction = false;
   try {
@@ -259,9 +318,15 @@ export async function prepare(s: Settings, request: HttpRequest): Promise<Prepar
     const lost = isConnectionError(err);
     if (inTransaction && !lost) await client.query('ROLLBACK').catch(() => undefined);
     client.release(lost ? (err as Error) : undefined);
-    if (lost) return { kind: 'respond', response: unavailable(s, 'The idempotency store cannot be reached; nothing was done. Retry later.') };
-    throw err;
+    const response = failure(s, err);
+    s.onError(err);
+    return { kind: 'respond', response };
   }
+}
+
+/** Whether the middleware keys requests of this method (rule 1). */
+export function covers(s: Settings, method: string): boolean {
+  return s.methods.includes(method.toUpperCase());
 }
 
 /** A fresh claim: the handler runs in its transaction; finish records the response, or rolls back. */
@@ -319,17 +384,18 @@ export class Attempt {
   }
 
   /**
-   * Ends the attempt once the handler answered: records the response and
-   * commits (2xx and 4xx by default), commits what the handler finished itself,
-   * or rolls back (a 5xx, a thrown error). Answers null to send the handler's
-   * response, or the response to send instead (503 when the commit failed).
+   * Ends the attempt once the handler answered, by its status however the
+   * framework reached it (rule 10): records the response and commits (2xx and
+   * 4xx by default), commits what the handler finished itself, or rolls back
+   * (a 5xx, a status not recorded). Answers null to send the handler's
+   * response, or the response to send instead (503 or 500 when the store failed).
    */
-  async finish(response: HttpResponse, threw: boolean): Promise<HttpResponse | null> {
+  async finish(response: HttpResponse): Promise<HttpResponse | null> {
     if (this.state === 'done') return null;
     const finishedByHandler = this.state === 'finished-by-handler';
     this.state = 'done';
     const client = this.client;
-    if (threw || (!finishedByHandler && (response.status >= 500 || !this.s.record(response.status)))) {
+    if (!finishedByHandler && (response.status >= 500 || !this.s.record(response.status))) {
       await this.rollback();
       return null;
     }
@@ -338,20 +404,21 @@ export class Attempt {
         await client.query('SELECT idempotency.idem_commit($1, $2, $3::jsonb, $4::bigint)',
           [this.s.namespace, this.key, this.result(response), String(this.outcome.fence)]);
       } catch (err) {
-        if (isConnectionError(err)) {
-          client.release(err as Error);
-          return unavailable(this.s, 'The idempotency store could not be reached to record the response; nothing was done. Retry.');
-        }
-        await this.rollback();
-        return notRecorded(this.s, err);
+        const instead = failure(this.s, err);
+        this.s.onError(err);
+        if (isConnectionError(err)) client.release(err as Error);
+        else await this.rollback();
+        return instead;
       }
     }
     try {
       await client.query('COMMIT');
     } catch (err) {
-      // A failed COMMIT rolled the work back with the claim: the client may retry.
+      // A failed COMMIT rolled the work back with the claim (or, cut off, may have committed: the retry replays it).
       client.release(isConnectionError(err) ? (err as Error) : undefined);
-      return unavailable(this.s, 'The transaction could not be committed; nothing was done. Retry.');
+      const instead = failure(this.s, err);
+      this.s.onError(err);
+      return instead;
     }
     client.release();
     return null;
@@ -373,17 +440,24 @@ export class Attempt {
     }
   }
 
-  // {"status", "headers", "body"} as JSON text: the JSON body as its own text, any other body in base64, none without "body".
+  // {"status", "headers", "body"} as JSON text (rule 11): "" for no body, the
+  // JSON body as its own text under a JSON Content-Type, any other in base64.
+  // A JSON Content-Type over a body that is not JSON is refused (NotRecordable).
   private result(response: HttpResponse): string {
     const headers: Record<string, string> = {};
     for (const name of this.s.replayHeaders) {
       const value = headerValue(response.headers, name);
       if (value !== undefined) headers[name] = value;
     }
-    let text = `{"status":${response.status},"headers":${JSON.stringify(headers)}`;
-    if (response.body.length > 0) {
-      text += `,"body":${jsonBody(headerValue(response.headers, 'Content-Type'), response.body) ?? JSON.stringify(response.body.toString('base64'))}`;
+    const contentType = headerValue(response.headers, 'Content-Type');
+    let body = '""';
+    if (response.body.length > 0 && isJsonType(contentType)) {
+      const json = jsonBody(contentType, response.body);
+      if (json === null) throw new NotRecordable();
+      body = json;
+    } else if (response.body.length > 0) {
+      body = JSON.stringify(response.body.toString('base64'));
     }
-    return text + '}';
+    return `{"status":${response.status},"headers":${JSON.stringify(headers)},"body":${body}}`;
   }
 }

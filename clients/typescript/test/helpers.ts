@@ -67,7 +67,13 @@ export async function createDatabase(label: string, options: { bare?: boolean } 
       CREATE TABLE notes (id bigserial PRIMARY KEY, idem_key text, body text NOT NULL);
       CREATE TABLE charges (id bigserial PRIMARY KEY, idem_key text, downstream_key text NOT NULL);
       CREATE TABLE outages (idem_key text NOT NULL);
-      CREATE TABLE uniques (v text UNIQUE DEFERRABLE INITIALLY DEFERRED);`);
+      CREATE TABLE uniques (v text UNIQUE DEFERRABLE INITIALLY DEFERRED);
+      -- A row here fails the COMMIT with 40001, as a serialization failure does.
+      CREATE TABLE serialization_failures (v text);
+      CREATE FUNCTION fail_serialization() RETURNS trigger LANGUAGE plpgsql AS
+        $$BEGIN RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END$$;
+      CREATE CONSTRAINT TRIGGER fail_at_commit AFTER INSERT ON serialization_failures
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fail_serialization();`);
   }
   return {
     name,

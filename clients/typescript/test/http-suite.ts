@@ -25,6 +25,12 @@ async function post(url: string, body: unknown, key?: string, contentType = 'app
   return { status: r.status, headers: r.headers, text, json };
 }
 
+/** Rule 16's 500, as the middleware builds it (type: the service's docs). */
+const STORE_ERROR = {
+  type: 'about:blank', title: 'Internal Server Error', status: 500, code: 'IDEMPOTENCY_STORE_ERROR',
+  detail: 'The idempotency store refused the request; nothing was recorded.',
+};
+
 let serial = 0;
 // A key of this test run's own.
 function newKey(label: string): string {
@@ -105,15 +111,15 @@ export function httpSuite(framework: Framework): void {
       assert.equal(await count('payments', key), 1);
     });
 
-    test('a thrown error answered 4xx is not recorded either', async () => {
+    test('a thrown error the framework answers 4xx is recorded like any 4xx (rule 10)', async () => {
       const key = newKey('thrown-409');
       const failed = await post(`${app.url}/payments`, { amount: 8, throw409Once: true }, key);
       assert.equal(failed.status, 409, failed.text);
-      assert.equal(await count('payments', key), 0);
       const retry = await post(`${app.url}/payments`, { amount: 8, throw409Once: true }, key);
-      assert.equal(retry.status, 201, retry.text);
-      assert.equal(retry.headers.get('idempotency-replayed'), null);
-      assert.equal(await count('payments', key), 1);
+      assert.equal(retry.status, 409, retry.text);
+      assert.equal(retry.headers.get('idempotency-replayed'), 'true');
+      assert.deepEqual(retry.json, failed.json);
+      assert.equal(await count('payments', key), 1, 'the 4xx committed with the handler\'s write');
     });
 
     test('a 5xx answered without a throw is not recorded either', async () => {
@@ -214,16 +220,54 @@ export function httpSuite(framework: Framework): void {
       assert.equal(await count('notes', key), 1);
     });
 
-    test('a commit that fails: 503, nothing recorded, the retry succeeds', async () => {
+    test('a commit that fails: 500 for a constraint, 503 for a serialization failure (rules 13 to 15)', async () => {
       const key = newKey('commit-fails');
       const failed = await post(`${app.url}/payments`, { amount: 3, conflictOnce: true }, key);
-      assert.equal(failed.status, 503, failed.text);
-      assert.equal(failed.json.code, 'IDEMPOTENCY_STORE_UNAVAILABLE');
-      assert.equal(failed.headers.get('retry-after'), '1');
+      assert.equal(failed.status, 500, failed.text);
+      assert.match(failed.headers.get('content-type') ?? '', /^application\/problem\+json/);
+      assert.deepEqual(failed.json, { ...STORE_ERROR, type: DOCS });
+      assert.equal(failed.headers.get('link'), `<${DOCS}>; rel="describedby"`);
       assert.equal(await count('payments', key), 0);
       const retry = await post(`${app.url}/payments`, { amount: 3, conflictOnce: true }, key);
       assert.equal(retry.status, 201, retry.text);
       assert.equal(await count('payments', key), 1);
+
+      const other = newKey('serialization');
+      const busy = await post(`${app.url}/payments`, { amount: 3, serializationOnce: true }, other);
+      assert.equal(busy.status, 503, busy.text);
+      assert.equal(busy.json.code, 'IDEMPOTENCY_STORE_UNAVAILABLE');
+      assert.equal(busy.headers.get('retry-after'), '1');
+      assert.equal(await count('payments', other), 0);
+      assert.equal((await post(`${app.url}/payments`, { amount: 3, serializationOnce: true }, other)).status, 201);
+    });
+
+    test('no body and a JSON null body replay as sent (rules 11 and 12)', async () => {
+      for (const [path, text] of [['/empty', ''], ['/null', 'null']] as const) {
+        const key = newKey(`body${path.slice(1)}`);
+        const first = await post(`${app.url}${path}`, {}, key);
+        assert.equal(first.status, 201, first.text);
+        assert.equal(first.text, text);
+        const again = await post(`${app.url}${path}`, {}, key);
+        assert.equal(again.status, 201, `${path}: ${again.text}`);
+        assert.equal(again.headers.get('idempotency-replayed'), 'true');
+        assert.equal(again.text, text, path);
+        assert.equal(again.headers.get('content-type'), first.headers.get('content-type'));
+      }
+    });
+
+    test('a JSON Content-Type over a body that is not JSON is not recorded: 500 (rule 11)', async () => {
+      const key = newKey('bad-json');
+      const r = await post(`${app.url}/bad-json`, {}, key);
+      assert.equal(r.status, 500, r.text);
+      assert.deepEqual(r.json, { ...STORE_ERROR, type: DOCS });
+      assert.equal(await count('notes', key), 0, 'the handler\'s write rolled back');
+    });
+
+    test('a body is JSON only under a JSON Content-Type (rule 7)', async () => {
+      const key = newKey('declared');
+      assert.equal((await post(`${app.url}/notes`, '{"a": 1}', key, 'text/plain')).status, 201);
+      const other = await post(`${app.url}/notes`, '{ "a":1 }', key, 'text/plain');
+      assert.equal(other.status, 422, 'other bytes, not declared JSON: another request');
     });
 
     test('a GET is not keyed', async () => {
@@ -244,8 +288,10 @@ export function httpSuite(framework: Framework): void {
         const r = await post(`${down.url}/payments`, { amount: 1 }, newKey('down'));
         assert.equal(r.status, 503, r.text);
         assert.match(r.headers.get('content-type') ?? '', /^application\/problem\+json/);
-        assert.equal(r.json.code, 'IDEMPOTENCY_STORE_UNAVAILABLE');
-        assert.equal(r.json.status, 503);
+        assert.deepEqual(r.json, {
+          type: DOCS, title: 'Service Unavailable', status: 503, code: 'IDEMPOTENCY_STORE_UNAVAILABLE',
+          detail: 'The idempotency store cannot be reached. Retry the request with the same Idempotency-Key.',
+        });
         assert.equal(r.headers.get('retry-after'), '1');
         assert.equal(down.runs.count, 0);
       } finally {
@@ -254,13 +300,13 @@ export function httpSuite(framework: Framework): void {
       }
     });
 
-    test('a database without the extension: the error reaches the framework, the handler never runs', async () => {
+    test('a database without the extension: 500 IDEMPOTENCY_STORE_ERROR (rule 15), the handler never runs', async () => {
       const bare = await createDatabase(`${framework}_bare`, { bare: true });
       const wrong = await startApp(framework, { pool: bare.pool });
       try {
         const r = await post(`${wrong.url}/payments`, { amount: 1 }, newKey('bare'));
         assert.equal(r.status, 500, r.text);
-        assert.match(r.text, /the idempotency extension is not installed in this database/);
+        assert.deepEqual(r.json, { ...STORE_ERROR, type: DOCS });
         assert.equal(wrong.runs.count, 0);
       } finally {
         await wrong.close();

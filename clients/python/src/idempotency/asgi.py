@@ -12,8 +12,9 @@ The behaviour is clients/README.md's: the header checked by idem_http_key
 body, every answer that needs no work built by idem_http_response (a replay
 marked Idempotency-Replayed, 409 with Retry-After, 422), the handler run in
 the transaction that holds the claim, its 2xx and 4xx answers recorded and
-committed before they are sent, a 5xx or an exception rolled back, and a 503
-when the database cannot be reached."""
+committed before they are sent, a 5xx or an exception rolled back, a 503
+when the database cannot be reached and a 500 for any other error of the
+store."""
 
 from __future__ import annotations
 
@@ -26,18 +27,18 @@ import psycopg
 from starlette.requests import Request
 from starlette.routing import Host, Match, Mount
 
-from .errors import IncompatibleServer
 from .http import (
     DEFAULT_METHODS,
     DEFAULT_REPLAY_HEADERS,
     Claim,
     HttpResponse,
     Settings,
+    failure,
     header,
     record_2xx_4xx,
     recorded_response,
     request_fingerprint,
-    unavailable,
+    template,
 )
 from .outcomes import Fresh
 from .store import AsyncStore
@@ -125,8 +126,9 @@ def _match_routes(routes: Collection[Any], scope: Scope, prefix: str) -> str | N
 
 def route_template(scope: Scope) -> str:
     """The route template the framework will match for this request
-    (/payments/{id}), found with the app's own routes before it runs; the path
-    when no template matches or the app has no Starlette router."""
+    (/payments/{id}; Starlette's {id:int} is {id}), found with the app's own
+    routes before it runs; the path when no template matches or the app has
+    no Starlette router."""
     router = getattr(scope.get("app"), "router", None)
     routes = getattr(router, "routes", None)
     if routes is not None:
@@ -136,7 +138,7 @@ def route_template(scope: Scope) -> str:
             log.debug("idempotency: no route template for %s", scope.get("path"), exc_info=True)
             found = None
         if found is not None:
-            return found
+            return template(found)
     path: str = scope.get("path", "")
     return path
 
@@ -252,7 +254,7 @@ class IdempotencyMiddleware:
             return
         raw_key = _header(scope, b"idempotency-key")
         target = route_template(scope)
-        if raw_key is None and target in self.settings.optional:
+        if raw_key is None and self.settings.is_optional(target):
             await self.app(scope, receive, send)
             return
         body = await _read_body(receive)
@@ -267,13 +269,12 @@ class IdempotencyMiddleware:
         conn: psycopg.AsyncConnection[Any] | None = None
         try:
             conn = await stack.enter_async_context(self.pool.connection())
-            claimed = await self._claim(conn, scope["method"], raw_key, target, body)
-        except IncompatibleServer as e:
-            log.error("idempotency: the server is refused, answering 503: %s", e)
-            claimed = unavailable(self.settings)
-        except Exception:
-            log.exception("idempotency: the store cannot be reached; answering 503")
-            claimed = unavailable(self.settings)
+            claimed = await self._claim(conn, scope["method"], raw_key, target, _header(scope, b"content-type"),
+                                        body)
+        except Exception as e:
+            claimed = failure(self.settings, e)
+            log.error("idempotency: the store failed before the handler ran; answering %d: %s",
+                      claimed.status, e, exc_info=e)
         if isinstance(claimed, HttpResponse):
             if conn is not None:
                 await _rollback(conn)
@@ -282,7 +283,7 @@ class IdempotencyMiddleware:
         await self._run(scope, receive, send, claimed, body)
 
     async def _claim(self, conn: psycopg.AsyncConnection[Any], method: str, raw_key: str | None, target: str,
-                     body: bytes) -> Claim[psycopg.AsyncConnection[Any]] | HttpResponse:
+                     content_type: str | None, body: bytes) -> Claim[psycopg.AsyncConnection[Any]] | HttpResponse:
         """Opens the transaction, checks the header and begins the key: the
         claim, or the answer the server built (400, a replay, 409, 422)."""
         s = self.settings
@@ -294,7 +295,7 @@ class IdempotencyMiddleware:
             assert checked.response is not None
             return checked.response
         outcome, answer = await self.store.begin_http(conn, s.namespace, checked.key,
-                                                      request_fingerprint(method, target, body),
+                                                      request_fingerprint(method, target, content_type, body),
                                                       retry_after=s.retry_after, docs_uri=s.docs_uri)
         if isinstance(outcome, Fresh):
             return Claim(conn, s.namespace, checked.key, outcome)
@@ -331,9 +332,10 @@ class IdempotencyMiddleware:
             result = recorded_response(status, capture.headers(), b"".join(capture.chunks), s.replay_headers)
             await self.store.commit(conn, s.namespace, held.key, result, held.fence)
             await conn.commit()
-        except Exception:
-            log.exception("idempotency: the claim's transaction did not commit; answering 503")
+        except Exception as e:
+            answer = failure(s, e)
+            log.error("idempotency: the response was not recorded; answering %d: %s", answer.status, e, exc_info=e)
             await _rollback(conn)
-            await _send_reply(send, unavailable(s))
+            await _send_reply(send, answer)
             return
         await capture.forward(send)

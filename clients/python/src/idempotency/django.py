@@ -22,15 +22,25 @@ from typing import Any
 
 import psycopg
 from django.conf import settings as django_settings
-from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
+from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.http import HttpRequest
 from django.http import HttpResponse as DjangoResponse
 from django.http.response import HttpResponseBase
 from django.urls import Resolver404, resolve
 
-from .errors import IncompatibleServer
-from .http import Claim, HttpResponse, Settings, header, recorded_response, request_fingerprint, unavailable
+from .http import (
+    Claim,
+    HttpResponse,
+    Settings,
+    failure,
+    header,
+    recorded_response,
+    request_fingerprint,
+    template,
+    too_large,
+    unreadable,
+)
 from .outcomes import Fresh
 from .store import Store
 
@@ -39,19 +49,24 @@ log = logging.getLogger("idempotency")
 __all__ = ["IdempotencyMiddleware", "route_template"]
 
 
-class _Unavailable(Exception):
-    """The store could not be reached, or the claim's transaction broke: answer 503."""
+class _ViewRaised(Exception):
+    """The view raised (its cause): the error goes on to Django once the claim is rolled back."""
+
+
+class _StoreFailed(Exception):
+    """The store failed (its cause says how): answer 503 or 500, after the atomic block rolled back."""
 
 
 def route_template(request: HttpRequest) -> str:
-    """The route Django matches for the request, as its URLconf writes it
-    ("payments/<int:pk>"); the path when none matches."""
+    """The route Django matches for the request, its parameters written
+    {name} ("payments/<int:pk>" is "/payments/{pk}"); the path when none
+    matches."""
     try:
         match = resolve(request.path_info, getattr(request, "urlconf", None))
     except Resolver404:
         return request.path
     route: str | None = getattr(match, "route", None)
-    return route if route else request.path
+    return template(route) if route else request.path
 
 
 def _reply(reply: HttpResponse) -> DjangoResponse:
@@ -99,23 +114,34 @@ class IdempotencyMiddleware:
             return self.get_response(request)
         raw_key = request.headers.get("Idempotency-Key")
         target = route_template(request)
-        if raw_key is None and target in s.optional:
+        if raw_key is None and s.is_optional(target):
             return self.get_response(request)
-        body = request.body
+        try:
+            body = request.body
+        except RequestDataTooBig:
+            return _reply(too_large(s, django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE))
+        except OSError:
+            return _reply(unreadable(s))
         if connections[self.database].in_atomic_block:
             raise ImproperlyConfigured("IdempotencyMiddleware needs its own transaction; a block is already open")
         try:
             with transaction.atomic(using=self.database):
                 return self._in_transaction(request, raw_key, target, body)
-        except _Unavailable as e:
-            if isinstance(e.__cause__, IncompatibleServer):
-                log.error("idempotency: the server is refused, answering 503: %s", e.__cause__)
-            else:
-                log.exception("idempotency: the store cannot be reached or did not commit; answering 503")
-            return _reply(unavailable(s))
-        except (DatabaseError, psycopg.Error):
-            log.exception("idempotency: the store cannot be reached or did not commit; answering 503")
-            return _reply(unavailable(s))
+        except _StoreFailed as e:
+            answer = failure(s, e.__cause__ or e)
+            log.error("idempotency: the store failed; answering %d: %s", answer.status, e.__cause__ or e,
+                      exc_info=e.__cause__ or e)
+            return _reply(answer)
+        except _ViewRaised as e:  # the view's own error escapes, after the rollback
+            assert e.__cause__ is not None
+            raise e.__cause__ from None
+        except Exception as e:  # the atomic block's COMMIT, or a connection lost on the way out
+            if not isinstance(e, psycopg.Error) and not isinstance(e.__cause__, psycopg.Error):
+                raise
+            answer = failure(s, e)
+            log.error("idempotency: the claim's transaction did not commit; answering %d: %s", answer.status, e,
+                      exc_info=e)
+            return _reply(answer)
 
     def _in_transaction(self, request: HttpRequest, raw_key: str | None, target: str,
                         body: bytes) -> HttpResponseBase:
@@ -129,27 +155,31 @@ class IdempotencyMiddleware:
             checked = self.store.http_key(conn, s.namespace, raw_key, s.docs_uri)
             answer: HttpResponse | None = checked.response
             if checked.key is not None:
-                outcome, answer = self.store.begin_http(conn, s.namespace, checked.key,
-                                                        request_fingerprint(request.method or "", target, body),
+                fingerprint = request_fingerprint(request.method or "", target, request.content_type, body)
+                outcome, answer = self.store.begin_http(conn, s.namespace, checked.key, fingerprint,
                                                         retry_after=s.retry_after, docs_uri=s.docs_uri)
         except Exception as e:
-            raise _Unavailable() from e
+            raise _StoreFailed() from e
         if answer is not None or checked.key is None:
+            assert answer is not None
             transaction.set_rollback(True, using=self.database)
-            return _reply(answer or unavailable(s))
+            return _reply(answer)
         assert isinstance(outcome, Fresh)
         held = Claim(conn, s.namespace, checked.key, outcome)
         request.idempotency = held  # type: ignore[attr-defined]
-        response = self.get_response(request)
+        try:
+            response = self.get_response(request)
+        except Exception as e:
+            raise _ViewRaised() from e
         status = response.status_code
         if status >= 500 or not s.record(status):
             transaction.set_rollback(True, using=self.database)
             return response
-        if db.needs_rollback:
-            raise _Unavailable("the view's transaction broke; nothing is committed")
         try:
+            if db.needs_rollback:
+                raise transaction.TransactionManagementError("the view's transaction broke; nothing can be recorded")
             result = recorded_response(status, list(response.items()), _content(response), s.replay_headers)
             self.store.commit(conn, s.namespace, held.key, result, held.fence)
         except Exception as e:
-            raise _Unavailable() from e
+            raise _StoreFailed() from e
         return response

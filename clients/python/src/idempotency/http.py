@@ -1,6 +1,6 @@
-"""HTTP answers and the middleware's shared rules (clients/README.md): which
-requests it covers, the request it fingerprints, the response it records, and
-the 503 it answers when the store cannot be reached.
+"""HTTP answers and the middleware's shared rules (clients/README.md, "The
+HTTP middleware"): which requests it covers, the request it fingerprints, the
+response it records, and the problems it answers itself (413, 400, 500, 503).
 
 The server decides everything else: idem_http_key checks the header,
 idem_begin hashes the request, idem_http_response builds every replay, 409 and
@@ -12,11 +12,15 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
+import psycopg
+
+from .errors import IdempotencyError
 from .keys import validate_namespace
 from .outcomes import Fresh, JsonText
 
@@ -25,6 +29,9 @@ C = TypeVar("C")
 DEFAULT_METHODS = frozenset({"POST", "PATCH"})
 DEFAULT_REPLAY_HEADERS = ("Content-Type", "Location")
 UNAVAILABLE_CODE = "IDEMPOTENCY_STORE_UNAVAILABLE"
+STORE_ERROR_CODE = "IDEMPOTENCY_STORE_ERROR"
+# SQLSTATE classes (and one code) that say the store cannot serve now: a retry may succeed (rule 13).
+_TRANSIENT = ("08", "53", "57P", "40", "25006")
 
 
 def is_json_media_type(content_type: str | None) -> bool:
@@ -56,10 +63,10 @@ class HttpResponse:
     body_text: str | None = field(default=None, repr=False)
 
     def content(self) -> bytes:
-        """The body's bytes: the JSON text when the Content-Type is JSON; else
-        the recorded base64 string decoded (as the middleware records a body
-        that is not JSON)."""
-        if self.body_text is None:
+        """The body's bytes (rule 12): none for no body or a recorded ""; the
+        JSON text when the Content-Type is JSON; else a string decoded from
+        base64 (as the middleware records a body that is not JSON)."""
+        if self.body_text is None or self.body == "":
             return b""
         if isinstance(self.body, str) and not is_json_media_type(header(self.headers, "Content-Type")):
             try:
@@ -96,7 +103,7 @@ class Settings:
         answer (and every 5xx) rolls back, the claim with it.
     replay_headers: the response headers recorded for replays.
     optional: route templates whose requests may come without a key (they then
-        run without the store)."""
+        run without the store), as the framework writes them or as rule 6 does."""
 
     namespace: str
     docs_uri: str | None = None
@@ -106,6 +113,7 @@ class Settings:
     replay_headers: Collection[str] = DEFAULT_REPLAY_HEADERS
     optional: Collection[str] = frozenset()
     _methods: frozenset[str] = field(init=False, repr=False, compare=False)
+    _optional: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Checks the namespace with the extension's rules, at start-up rather than per request."""
@@ -113,10 +121,15 @@ class Settings:
         if isinstance(self.retry_after, bool) or not isinstance(self.retry_after, int) or self.retry_after < 0:
             raise ValueError(f"retry_after is zero or more seconds, not {self.retry_after!r}")
         object.__setattr__(self, "_methods", frozenset(m.upper() for m in self.methods))
+        object.__setattr__(self, "_optional", frozenset(template(o) for o in self.optional))
 
     def covers(self, method: str) -> bool:
         """Whether requests of this method go through the store."""
         return method.upper() in self._methods
+
+    def is_optional(self, target: str) -> bool:
+        """Whether requests of this route template may come without a key."""
+        return template(target) in self._optional
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,82 +149,131 @@ class Claim(Generic[C]):
         return self.outcome.fence
 
 
-def _refused_by_jsonb(value: Any) -> bool:
-    """Whether a parsed JSON value holds a string jsonb cannot (U+0000, a lone surrogate)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item or any("\ud800" <= c <= "\udfff" for c in item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
 def _refuse_constant(name: str) -> Any:
     """NaN and Infinity are not JSON."""
     raise ValueError(f"{name} is not JSON")
 
 
 def json_text(body: bytes) -> JsonText | None:
-    """The body as JSON text when it is JSON that jsonb accepts, else None.
-    The text goes to the server as it is: numbers keep their exact form."""
+    """The body as JSON text when it is JSON, else None. The text goes to the
+    server as it is (numbers keep their exact form); what jsonb refuses
+    (\\u0000) the server refuses."""
     try:
         text = body.decode("utf-8")
-        value = json.loads(text, parse_float=Decimal, parse_int=Decimal, parse_constant=_refuse_constant)
+        json.loads(text, parse_float=Decimal, parse_int=Decimal, parse_constant=_refuse_constant)
     except ValueError:
         return None
-    return None if _refused_by_jsonb(value) else JsonText(text)
+    return JsonText(text)
 
 
-def request_fingerprint(method: str, target: str, body: bytes) -> JsonText:
-    """The request idem_begin hashes: {"method", "target", "body"}, the body
-    as its JSON, or {"sha256": hex} when it is not JSON, or null when empty."""
+def request_fingerprint(method: str, target: str, content_type: str | None, body: bytes) -> JsonText:
+    """The request idem_begin hashes (rules 5 to 7): {"method", "target",
+    "body"}, the body as its JSON when the Content-Type is JSON and it parses,
+    null when empty, else {"sha256": hex}."""
     if body == b"":
         body_json = "null"
     else:
-        body_json = json_text(body) or json.dumps({"sha256": hashlib.sha256(body).hexdigest()})
+        body_json = (json_text(body) if is_json_media_type(content_type) else None) \
+            or json.dumps({"sha256": hashlib.sha256(body).hexdigest()})
     method_json, target_json = json.dumps(method.upper()), json.dumps(target, ensure_ascii=False)
     return JsonText(f'{{"method":{method_json},"target":{target_json},"body":{body_json}}}')
 
 
+class NotRecordable(IdempotencyError):
+    """A response rule 11 cannot record: a JSON Content-Type over a body that is not JSON."""
+
+
 def recorded_response(status: int, headers: Iterable[tuple[str, str]], body: bytes,
                       replay_headers: Collection[str]) -> JsonText:
-    """The result committed for an answer: {"status", "headers", "body"} with
-    the replayed headers (as replay_headers spells them; repeated ones joined
-    with ", "), and the body as JSON when the recorded Content-Type is JSON and
-    the body is JSON, else as a base64 string."""
+    """The result committed for an answer (rule 11): {"status", "headers",
+    "body"} with the replayed headers (as replay_headers spells them; repeated
+    ones joined with ", "), and the body: "" for none, the JSON under a JSON
+    Content-Type, else a base64 string. NotRecordable for a JSON Content-Type
+    over a body that is not JSON, which no replay could give back."""
     spelled = {name.lower(): name for name in replay_headers}
     kept: dict[str, str] = {}
     for name, value in headers:
         canonical = spelled.get(name.lower())
         if canonical is not None:
             kept[canonical] = f"{kept[canonical]}, {value}" if canonical in kept else value
-    body_json = json_text(body) if is_json_media_type(header(kept, "Content-Type")) else None
-    if body_json is None:
+    if body == b"":
+        body_json = JsonText('""')
+    elif is_json_media_type(header(kept, "Content-Type")):
+        found = json_text(body)
+        if found is None:
+            raise NotRecordable("the response is not recorded: its Content-Type is JSON and its body is not JSON",
+                                "A replay of it could not give back the bytes that were sent.")
+        body_json = found
+    else:
         body_json = JsonText(json.dumps(base64.b64encode(body).decode("ascii")))
     headers_json = json.dumps(kept, ensure_ascii=False)
     return JsonText(f'{{"status":{int(status)},"headers":{headers_json},"body":{body_json}}}')
 
 
-def unavailable(settings: Settings) -> HttpResponse:
-    """The 503 answered when the store cannot be reached (the database cannot
-    be connected to, or a statement, the claim or the commit fails): an RFC
-    9457 problem in the server's shape, built here since the server is out
-    of reach. The handler has not run, or its work was rolled back."""
-    problem: dict[str, Any] = {
-        "type": settings.docs_uri or "about:blank",
-        "title": "Service Unavailable",
-        "status": 503,
-        "code": UNAVAILABLE_CODE,
-        "detail": "The idempotency store cannot be reached: the request was not carried out. Retry it later.",
-    }
-    headers = {"Content-Type": "application/problem+json", "Retry-After": str(max(settings.retry_after, 1))}
+_STARLETTE_PARAM = re.compile(r"\{([^{}:]+):[^{}]*\}")
+_DJANGO_PARAM = re.compile(r"<(?:[^<>:]+:)?([^<>]+)>")
+
+
+def template(route: str) -> str:
+    """A route template with each parameter written {name} (rule 6):
+    Starlette's {id:int} and Django's <int:id> are {id}; a leading / always."""
+    found = _DJANGO_PARAM.sub(r"{\1}", _STARLETTE_PARAM.sub(r"{\1}", route))
+    return found if found.startswith("/") else "/" + found
+
+
+def unreachable(error: BaseException) -> bool:
+    """Rule 13: the store cannot serve now, and a retry may succeed. An error
+    of the driver without a SQLSTATE (no connection, a broken one, a pool or
+    socket timeout), or a SQLSTATE of class 08, 53, 57P or 40, or 25006; not
+    another SQLSTATE, nor this package's refusals, nor a bug. Django's errors
+    are read through the psycopg error they wrap."""
+    if isinstance(error, IdempotencyError):
+        return False
+    cause = error if isinstance(error, psycopg.Error) else error.__cause__
+    if isinstance(cause, psycopg.Error):
+        return cause.sqlstate is None or cause.sqlstate.startswith(_TRANSIENT)
+    return isinstance(error, (OSError, TimeoutError))
+
+
+def problem(settings: Settings, status: int, title: str, code: str, detail: str,
+            headers: Mapping[str, str] | None = None) -> HttpResponse:
+    """An RFC 9457 problem the middleware builds itself (rule 16), in the
+    server's shape: type, title, status, code, detail, and a Link header
+    naming the service's documentation when it has one."""
+    body: dict[str, Any] = {"type": settings.docs_uri or "about:blank", "title": title, "status": status,
+                            "code": code, "detail": detail}
+    sent = {"Content-Type": "application/problem+json", **(headers or {})}
     if settings.docs_uri:
-        headers["Link"] = f'<{settings.docs_uri}>; rel="describedby"'
-    text = json.dumps(problem)
-    return HttpResponse(503, headers, problem, text)
+        sent["Link"] = f'<{settings.docs_uri}>; rel="describedby"'
+    return HttpResponse(status, sent, body, json.dumps(body))
+
+
+def unavailable(settings: Settings) -> HttpResponse:
+    """Rule 14's 503: the store cannot be reached (built here, since the
+    server is out of reach). The handler has not run, or its work was rolled
+    back; should the commit have been cut off, the retry gets the replay."""
+    return problem(settings, 503, "Service Unavailable", UNAVAILABLE_CODE,
+                   "The idempotency store cannot be reached. Retry the request with the same Idempotency-Key.",
+                   {"Retry-After": str(max(settings.retry_after, 1))})
+
+
+def store_error(settings: Settings) -> HttpResponse:
+    """Rule 15's 500: any other error of the store; nothing was recorded."""
+    return problem(settings, 500, "Internal Server Error", STORE_ERROR_CODE,
+                   "The idempotency store refused the request; nothing was recorded.")
+
+
+def failure(settings: Settings, error: BaseException) -> HttpResponse:
+    """The answer to an error of the store: 503 when unreachable, else 500."""
+    return unavailable(settings) if unreachable(error) else store_error(settings)
+
+
+def too_large(settings: Settings, limit: int) -> HttpResponse:
+    """Rule 4's 413: the body is over the framework's limit; nothing was claimed."""
+    return problem(settings, 413, "Content Too Large", "REQUEST_BODY_TOO_LARGE",
+                   f"The request body is larger than {limit} bytes.")
+
+
+def unreadable(settings: Settings) -> HttpResponse:
+    """Rule 4's 400: the body could not be read; nothing was claimed."""
+    return problem(settings, 400, "Bad Request", "UNREADABLE_REQUEST_BODY", "The request body could not be read.")

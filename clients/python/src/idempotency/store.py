@@ -85,7 +85,7 @@ def _refuse_autocommit(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[A
             "idempotency begin needs a transaction, and the connection is in autocommit mode",
             "A fresh claim made in autocommit mode would be committed unfinished by its own statement.",
             "Begin, work and commit inside `with conn.transaction():`, or use a connection without autocommit.",
-            sqlstate="25000")
+            sqlstate="25P01")
 
 
 def _server_version(probe: Mapping[str, Any], row: Mapping[str, Any] | None) -> ServerVersion:

@@ -21,6 +21,7 @@ interface PaymentBody {
   fail500Once?: boolean;   // answer 500 without throwing, the first time
   throw409Once?: boolean;  // throw an error whose status is 409, the first time
   conflictOnce?: boolean;  // break a deferred unique constraint: COMMIT fails, the first time
+  serializationOnce?: boolean;  // fail the COMMIT with 40001 (a deferred trigger), the first time
 }
 
 /** Requests a test holds inside their handler until it lets them go. */
@@ -108,6 +109,9 @@ function service(options: AppOptions, holds: Holds, runs: { count: number }) {
       if (body.conflictOnce && once('conflict', ctx.key)) {
         await ctx.client.query(`INSERT INTO uniques VALUES ('twice'), ('twice')`);
       }
+      if (body.serializationOnce && once('serialization', ctx.key)) {
+        await ctx.client.query(`INSERT INTO serialization_failures VALUES ('x')`);
+      }
       return { status: 201, headers: { Location: `/payments/${p.id}` }, body: { payment_id: p.id, amount: body.amount } };
     },
 
@@ -169,6 +173,12 @@ async function startExpress(options: AppOptions, svc: ReturnType<typeof service>
   app.post('/optional', expressIdempotency({ pool: options.pool, namespace: 'payments', required: false }),
     route((req) => svc.optional(req.idempotency)));
   app.post('/charges', expressIdempotency({ pool: options.pool, namespace: 'charges' }), route((req) => svc.charge(req.idempotency!, req.body)));
+  app.post('/empty', keyed, route(async () => ({ status: 201, headers: { 'Content-Type': 'application/json' }, body: '', text: true })));
+  app.post('/null', keyed, route(async () => ({ status: 201, body: null })));
+  app.post('/bad-json', keyed, route(async (req) => {
+    await req.idempotency!.client.query(`INSERT INTO notes (idem_key, body) VALUES ($1, 'bad-json')`, [req.idempotency!.key]);
+    return { status: 201, headers: { 'Content-Type': 'application/json' }, body: '{not json', text: true };
+  }));
   app.get('/health', (_req, res) => { res.json({ ok: true }); });
   // Errors answered with their own status, as Express's default handler does.
   app.use((err: Error & { status?: number }, _req: Request, res: Response, _next: NextFunction) => {
@@ -199,6 +209,12 @@ async function startFastify(options: AppOptions, svc: ReturnType<typeof service>
   app.post('/optional', { config: { idempotency: { required: false } } }, async (request, reply) => send(reply, await svc.optional(request.idempotency)));
   app.post('/charges', { config: { idempotency: { namespace: 'charges' } } },
     async (request, reply) => send(reply, await svc.charge(request.idempotency!, request.body as { amount: number })));
+  app.post('/empty', async (_request, reply) => send(reply, { status: 201, headers: { 'Content-Type': 'application/json' }, body: '', text: true }));
+  app.post('/null', async (_request, reply) => reply.code(201).header('Content-Type', 'application/json').send('null'));
+  app.post('/bad-json', async (request, reply) => {
+    await request.idempotency!.client.query(`INSERT INTO notes (idem_key, body) VALUES ($1, 'bad-json')`, [request.idempotency!.key]);
+    return send(reply, { status: 201, headers: { 'Content-Type': 'application/json' }, body: '{not json', text: true });
+  });
   app.get('/health', async () => ({ ok: true }));
 
   const url = await app.listen({ port: 0, host: '127.0.0.1' });

@@ -19,4 +19,5 @@ DATABASES = {
 }
 MIDDLEWARE = ["idempotency.django.IdempotencyMiddleware"]  # the one line
 IDEMPOTENCY = {"namespace": "py-django"}                   # and the namespace
+DATA_UPLOAD_MAX_MEMORY_SIZE = 65536  # the body limit the middleware answers 413 for
 LOGGING = {"version": 1, "disable_existing_loggers": False}
