@@ -285,6 +285,26 @@ SELECT idem_bind_store('svc', 'app.records');
 SELECT kind FROM idem_begin('svc', 'pay-1', '{"amount": 5}');
 SELECT count(*) - :extensions_table_before AS added_to_the_extensions_table FROM idempotency_record;
 
+-- A BEFORE INSERT trigger that skips the store's own INSERT: the claim is
+-- refused, not answered fresh without a record (twice, for one key).
+CREATE FUNCTION app.skip_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+ALTER FUNCTION app.skip_insert() OWNER TO regress_idem_svc;
+CREATE TRIGGER skip_insert BEFORE INSERT ON app.records FOR EACH ROW EXECUTE FUNCTION app.skip_insert();
+BEGIN;
+SELECT kind FROM idem_begin('svc', 'skipped-1', '{"amount": 5}');
+ROLLBACK;
+SELECT count(*) AS skipped_rows FROM app.records WHERE key_value = 'skipped-1';
+DROP TRIGGER skip_insert ON app.records;
+-- The same for the finished record of a claim held by its lock, on the
+-- extension's table: a trigger added in the claiming transaction sends
+-- idem_commit through SQL, which must not pass a skipped insert as done.
+BEGIN;
+SELECT kind FROM idem_begin('own-skip', 'k1', '{"a": 1}');
+CREATE FUNCTION pg_temp.skip_finished() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+CREATE TRIGGER skip_finished BEFORE INSERT ON idempotency_record FOR EACH ROW EXECUTE FUNCTION pg_temp.skip_finished();
+SELECT idem_commit('own-skip', 'k1', '{"ok": true}');
+ROLLBACK;
+
 DELETE FROM app.records;
 SELECT idem_namespace_drop('svc'), idem_namespace_drop('svc-hashed');
 DROP SCHEMA app CASCADE;   -- nothing is bound any more

@@ -14,11 +14,13 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+#include "../core/error.hpp"
 #include "fence.hpp"
 #include "purge.hpp"
 #include "stats.hpp"
 #include "spi.hpp"
 #include "store.hpp"
+#include "text.hpp"
 #include "write.hpp"
 
 namespace idem::pg {
@@ -123,13 +125,28 @@ const StoreStatement purge_statement = {
     4,
     {INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, FLOAT8OID}};
 
+// Raises 55000 when the store's own INSERT wrote no row: a BEFORE INSERT
+// trigger returned NULL, or a rule of its owner's did something else. The
+// claim (or finished record) would otherwise be answered as made, and a
+// retry find nothing: a second effect.
+void require_inserted(uint64 rows, text* ns, const char* what) {
+  if (rows == 1) return;
+  throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                    std::string("cannot ") + what + " an idempotency key: its store skipped the insert",
+                    "The store of namespace \"" + string_of(ns) +
+                        "\" inserted no row for the record: a BEFORE INSERT trigger on the table returned NULL, or "
+                        "a rule of its owner's replaced the INSERT.",
+                    "A store's BEFORE INSERT triggers must return the row (NEW) for the store's own inserts.");
+}
+
 int64 claim(const Store& store, text* ns, text* key, Datum request_hash, Jsonb* request, TimestampTz now,
             Interval* window) {
   const int64 fence = draw_fence();
   const Datum values[7] = {PointerGetDatum(ns),      PointerGetDatum(key),       request_hash,
                            PointerGetDatum(request), IntervalPGetDatum(window), TimestampTzGetDatum(now),
                            Int64GetDatum(fence)};
-  execute(insert_in_progress, store, values, request != nullptr ? "       " : "   n   ");
+  require_inserted(execute(insert_in_progress, store, values, request != nullptr ? "       " : "   n   "), ns,
+                   "begin");
   return fence;
 }
 
@@ -148,7 +165,7 @@ void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& h
   char nulls[11] = "          ";
   nulls[4] = held.request == nullptr || !keep_request ? 'n' : ' ';
   nulls[committing ? 6 : 5] = 'n';
-  execute(insert_finished_record, store, values, nulls);
+  require_inserted(execute(insert_finished_record, store, values, nulls), ns, committing ? "commit" : "fail");
 }
 
 // A statement cannot tell this transaction's claim from another's: without
