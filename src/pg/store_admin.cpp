@@ -166,7 +166,7 @@ void read_store_stats(void* arg) {
 // or NULL when the store failed (its triggers, row security or privileges)
 // or ran past idempotency.maintenance_timeout: the chunk is undone, the
 // store reported and counted, and idem_purge goes on with the next store.
-IDEM_FUNCTION(idem_store_purge) {
+IDEM_FUNCTION(idem_store_purge_1_0) {
   const int32 batch = PG_ARGISNULL(1) ? 0 : PG_GETARG_INT32(1);
   if (batch < 1)
     throw core::Error(core::sqlstate::invalid_parameter_value, "invalid purge batch size",
@@ -180,7 +180,7 @@ IDEM_FUNCTION(idem_store_purge) {
 // idem_store_forget_requests(store regclass, namespace text): removes the
 // requests the namespace's records kept in store (NULL: the extension's
 // table), as the store's owner; returns how many records had one.
-IDEM_FUNCTION(idem_store_forget_requests) {
+IDEM_FUNCTION(idem_store_forget_requests_1_0) {
   text* ns = pg::namespace_arg(fcinfo, 1);
   bool distributed;  // then the statement runs on the shell, and Citus on every shard
   const pg::Store store = store_arg(fcinfo, 0, ns, &distributed);
@@ -200,7 +200,7 @@ IDEM_FUNCTION(idem_trusted_settings) {
 // idem_store_problem(store regclass, OUT problem text, OUT fix text): what
 // is wrong with the table as a store (NULLs: nothing), and for an older
 // shape the ALTER TABLE that fixes it (idem_bind_store's detail and hint).
-IDEM_FUNCTION(idem_store_problem) {
+IDEM_FUNCTION(idem_store_problem_1_0) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     throw core::Error(core::sqlstate::internal_error, "idem_store_problem must return a record");
@@ -247,7 +247,7 @@ int64 count_in_broken_store(Oid relid, text* ns) {
 // SECURITY DEFINER read would run whatever the owner made of the table
 // (a rule, a view) with the extension owner's rights. A store that was
 // dropped holds none.
-IDEM_FUNCTION(idem_store_count) {
+IDEM_FUNCTION(idem_store_count_1_0) {
   text* ns = pg::namespace_arg(fcinfo, 1);
   if (!PG_ARGISNULL(0) && !SearchSysCacheExists1(RELOID, PG_GETARG_DATUM(0))) PG_RETURN_INT64(0);
   if (!PG_ARGISNULL(0) && pg::store_shape_problem(PG_GETARG_OID(0)).problem != nullptr)
@@ -268,7 +268,7 @@ IDEM_FUNCTION(idem_store_count) {
 // read as the store's owner (see idem_store_count); NULL when it has no
 // records, or when the read failed or ran too long (isolated, as a purge
 // chunk is). The symbol is 0.7.0's, whose figures include oldest_expired_age.
-IDEM_FUNCTION(idem_store_stats_0_7) {
+IDEM_FUNCTION(idem_store_stats_1_0) {
   const Oid relid = bound_arg(fcinfo, 0);
   StatsRead r{fcinfo, 0, true};
   if (!pg::isolated(read_store_stats, &r, relid, "statistics read") || r.none) PG_RETURN_NULL();
@@ -287,3 +287,11 @@ IDEM_FUNCTION(idem_store_distribution) {
   const char* kind = routing == pg::col_namespace ? "namespace" : routing == pg::col_key_value ? "key_value" : "other";
   PG_RETURN_TEXT_P(cstring_to_text(kind));
 }
+
+// The symbols 0.9's scripts name, for a schema not yet updated (1.0.0's
+// names are new: they read idem_defaults, which no older library does).
+IDEM_FUNCTION(idem_store_purge) { return idem_store_purge_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_store_forget_requests) { return idem_store_forget_requests_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_store_problem) { return idem_store_problem_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_store_count) { return idem_store_count_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_store_stats_0_7) { return idem_store_stats_1_0_body(fcinfo); }

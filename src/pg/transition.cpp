@@ -387,25 +387,25 @@ TimestampTz extend(FunctionCallInfo fcinfo, const Heartbeat& args) {
 
 // A holder's heartbeat (0.7.0): its claim under a lease is not taken over
 // while it keeps calling this within the lease.
-IDEM_FUNCTION(idem_extend_lease) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, extend_lease_args)); }
+IDEM_FUNCTION(idem_extend_lease_1_0) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, extend_lease_args)); }
 
 // A holder's recovery point (1.0.0; 0.8.0's idem_record_point, with the
 // fence last): how far its work got, which a begin that takes the claim
 // over answers, and a heartbeat too.
 IDEM_FUNCTION(idem_save_point) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, save_point_args)); }
-IDEM_FUNCTION(idem_record_point) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, record_point_args)); }
+IDEM_FUNCTION(idem_record_point_1_0) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, record_point_args)); }
 
 // Records the result of the caller's in-progress operation; every later
 // begin with the same request replays it (prior_result). The symbol 0.5.0
 // gave it, with the fence argument.
-IDEM_FUNCTION(idem_commit_0_5) {
+IDEM_FUNCTION(idem_commit_1_0) {
   finish(fcinfo, true);
   PG_RETURN_VOID();
 }
 
 // Records a permanent error; every later begin with the same request
 // replays it (prior_error).
-IDEM_FUNCTION(idem_fail_permanent_0_5) {
+IDEM_FUNCTION(idem_fail_permanent_1_0) {
   finish(fcinfo, false);
   PG_RETURN_VOID();
 }
@@ -413,7 +413,15 @@ IDEM_FUNCTION(idem_fail_permanent_0_5) {
 // Forgets the in-progress operation so that the next begin is fresh, but
 // not a record whose work may have had effects (taken over, or with a
 // recovery point): 0.8.0's symbol, which no older library has.
-IDEM_FUNCTION(idem_fail_transient_0_8) {
+IDEM_FUNCTION(idem_fail_transient_1_0) {
   forget(fcinfo);
   PG_RETURN_VOID();
 }
+
+// The symbols 0.9's scripts name, for a schema not yet updated (1.0.0's
+// names are new: they read idem_defaults, which no older library does).
+IDEM_FUNCTION(idem_extend_lease) { return idem_extend_lease_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_record_point) { return idem_record_point_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_commit_0_5) { return idem_commit_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_fail_permanent_0_5) { return idem_fail_permanent_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_fail_transient_0_8) { return idem_fail_transient_1_0_body(fcinfo); }

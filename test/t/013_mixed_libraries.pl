@@ -212,6 +212,18 @@ for my $version (sort keys %old)
 		"$what: the old library's begin is refused once the catalog names the new entry point");
 	$old_session->{stderr} = '';
 	$new->query_safe(q{SELECT idempotency.idem_commit('mixed', 'k4', '{"by": "new"}'); COMMIT;});
+	# Every store function reads 1.0.0's defaults (a lease, a payload
+	# limit), which no older library does: the old library's purge, which
+	# would purge under the old setting's lease, and its heartbeat are
+	# refused too.
+	$old_session->query(q{SELECT idempotency.idem_purge()});
+	like($old_session->{stderr}, qr/could not find function "idem_store_(problem|purge)_1_0"/,
+		"$what: the old library's purge is refused after the update");
+	$old_session->{stderr} = '';
+	$old_session->query(q{SELECT idempotency.idem_extend_lease('mixed', 'k4', 4294967296)});
+	like($old_session->{stderr}, qr/could not find function "idem_extend_lease_1_0"/,
+		"$what: and so is its heartbeat");
+	$old_session->{stderr} = '';
 
 	# Every key: one effect, one committed record.
 	my $keys = 'k1,k2,k3,k4';
