@@ -47,7 +47,8 @@ REVOKE ALL ON FUNCTION idempotency_internal.idem_namespace_changed(),
                        idempotency_internal.idem_store_purge(regclass, integer),
                        idempotency_internal.idem_store_forget_requests(regclass, text),
                        idempotency_internal.idem_store_count(regclass, text, boolean),
-                       idempotency_internal.idem_store_stats(regclass)
+                       idempotency_internal.idem_store_stats(regclass),
+                       idempotency_internal.idem_lock_namespace_briefly(text)
     FROM PUBLIC;
 
 -- The grants this script makes are all the extension's objects have: the

@@ -7,6 +7,7 @@ REVOKE ALL ON FUNCTION @extschema@.idem_namespace_defaults(interval, interval, b
     FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idem_stats_counters() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.idem_stats_counters() TO pg_monitor;
+REVOKE ALL ON FUNCTION idempotency_internal.idem_lock_namespace_briefly(text) FROM PUBLIC;
 REVOKE ALL ON @extschema@.idem_metrics FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency_internal.idem_namespace_counters(), idempotency_internal.idem_metrics_figures(),
                        idempotency_internal.idem_metrics_stores()
@@ -33,7 +34,8 @@ BEGIN
                               '@extschema@.idem_namespace_defaults(interval, interval, boolean, integer, interval, boolean)'::pg_catalog.regprocedure,
                               'idempotency_internal.idem_namespace_counters()'::pg_catalog.regprocedure,
                               'idempotency_internal.idem_metrics_figures()'::pg_catalog.regprocedure,
-                              'idempotency_internal.idem_metrics_stores()'::pg_catalog.regprocedure)
+                              'idempotency_internal.idem_metrics_stores()'::pg_catalog.regprocedure,
+                              'idempotency_internal.idem_lock_namespace_briefly(text)'::pg_catalog.regprocedure)
               UNION ALL
               SELECT 'TABLE', c.oid::pg_catalog.regclass::text, c.relowner, c.relacl
               FROM pg_catalog.pg_class c
@@ -91,3 +93,33 @@ BEGIN
     END LOOP;
 END;
 $stores$;
+
+-- Grants that must follow what they granted: a role granted 0.9's
+-- idem_stats_counters() (which moved, with its grants, to
+-- idempotency_internal) keeps calling it by its deprecated name; a role
+-- that could configure namespaces (INSERT or UPDATE on the registry) reads
+-- the defaults that idem_namespace_configure now reads.
+DO $carried$
+DECLARE
+    x record;
+BEGIN
+    FOR x IN
+        SELECT DISTINCT r.rolname
+        FROM pg_catalog.pg_proc p CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+        JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE p.oid = 'idempotency_internal.idem_stats_counters()'::pg_catalog.regprocedure
+          AND a.grantee <> p.proowner AND r.rolname <> 'pg_monitor' AND a.privilege_type = 'EXECUTE'
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.idem_stats_counters() TO %I', x.rolname);
+    END LOOP;
+    FOR x IN
+        SELECT DISTINCT r.rolname
+        FROM pg_catalog.pg_class c CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+        JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE c.oid = '@extschema@.idem_namespace_config'::pg_catalog.regclass
+          AND a.grantee <> c.relowner AND a.privilege_type IN ('INSERT', 'UPDATE')
+    LOOP
+        EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.idem_defaults TO %I', x.rolname);
+    END LOOP;
+END;
+$carried$;
