@@ -84,7 +84,21 @@ CREATE INDEX ON public.shape_07 (expires_at);
 SELECT namespace FROM idem_namespace_configure('old-store');
 -- (bound as 0.7.0's idem_bind_store did; this library checks the shape 1.0.0 needs)
 UPDATE idem_namespace_config SET store = 'public.shape_07', store_name = 'public.shape_07' WHERE namespace = 'old-store';
+-- A role granted 0.9's idem_stats_counters() keeps calling it by that
+-- (deprecated) name after the update; a role that could write the registry
+-- may read the defaults idem_namespace_configure now reads.
+CREATE ROLE regress_idem_monitor;
+CREATE ROLE regress_idem_configurer;
+GRANT USAGE ON SCHEMA idempotency TO regress_idem_monitor, regress_idem_configurer;
+GRANT EXECUTE ON FUNCTION idem_stats_counters() TO regress_idem_monitor;
+GRANT SELECT, INSERT, UPDATE ON idem_namespace_config TO regress_idem_configurer;
 ALTER EXTENSION idempotency UPDATE;
+SET ROLE regress_idem_monitor;
+SELECT counters_on FROM idem_stats_counters();
+RESET ROLE;
+SELECT has_table_privilege('regress_idem_configurer', 'idem_defaults', 'SELECT') AS configurer_reads_defaults;
+DROP OWNED BY regress_idem_monitor, regress_idem_configurer;
+DROP ROLE regress_idem_monitor, regress_idem_configurer;
 BEGIN;
 SELECT kind FROM idem_begin('old-store', 'k-1', '{}');
 ROLLBACK;
