@@ -295,6 +295,16 @@ SELECT kind FROM idem_begin('svc', 'skipped-1', '{"amount": 5}');
 ROLLBACK;
 SELECT count(*) AS skipped_rows FROM app.records WHERE key_value = 'skipped-1';
 DROP TRIGGER skip_insert ON app.records;
+-- The extension's own table made unlogged: a crash would lose committed
+-- records, and their retries begin again. Refused as a bound store is.
+ALTER TABLE idempotency_record SET UNLOGGED;
+BEGIN;
+SELECT kind FROM idem_begin('own-unlogged', 'k1', '{}');
+ROLLBACK;
+ALTER TABLE idempotency_record SET LOGGED;
+BEGIN;
+SELECT kind FROM idem_begin('own-unlogged', 'k1', '{}');
+ROLLBACK;
 -- The same for the finished record of a claim held by its lock, on the
 -- extension's table: a trigger added in the claiming transaction sends
 -- idem_commit through SQL, which must not pass a skipped insert as done.

@@ -277,7 +277,10 @@ Known know(Oid relid, bool own, Oid own_pkey, const text* ns) {
     const uint64 read_at = generation;
     Relation rel = table_open(relid, NoLock);
     Known k{relid, InvalidOid, InvalidOid, rel->rd_rel->relowner, false};
-    const ShapeProblem problem = own ? ShapeProblem{nullptr, nullptr} : shape_problem(rel);
+    // The extension's own table is as the scripts make it, but for what an
+    // operator may still change: its persistence (unlogged, a crash would
+    // lose committed records) and inheritance.
+    const ShapeProblem problem = own ? ShapeProblem{table_problem(rel), nullptr} : shape_problem(rel);
     if (problem.problem == nullptr) {
       k.pkey = own ? own_pkey : key_index(rel);
       k.expires_index = direct_index(rel, k.pkey);
