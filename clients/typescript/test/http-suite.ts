@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { Namespace, mint } from '@idempotency/pg';
-import { DOCS, startApp, type Framework, type RunningApp } from './apps/payments.js';
+import { DOCS, brokenCodes, startApp, type Framework, type RunningApp } from './apps/payments.js';
 import { createDatabase, databaseEnv, type TestDatabase } from './helpers.js';
 
 interface Reply { status: number; headers: Headers; text: string; json: any }
@@ -233,6 +233,18 @@ export function httpSuite(framework: Framework): void {
       const replay = await post(`${app.url}/endings`, { how: 'release' }, key);
       assert.equal(replay.headers.get('idempotency-replayed'), 'true');
       assert.equal(await count('notes', key), 1);
+    });
+
+    test('an ending the server refuses leaves the attempt open; the broken transaction answers 500 (rule 17)', async () => {
+      const key = newKey('broken');
+      brokenCodes.length = 0;
+      const r = await post(`${app.url}/endings`, { how: 'broken' }, key);
+      assert.deepEqual(brokenCodes, [['25P02', '25P02']]);   // not 55000: the first call did not end the attempt
+      assert.equal(r.status, 500, r.text);
+      assert.deepEqual(r.json, { ...STORE_ERROR, type: DOCS });
+      const again = await post(`${app.url}/endings`, { how: 'broken' }, key);
+      assert.equal(again.status, 500);
+      assert.equal(again.headers.get('idempotency-replayed'), null);
     });
 
     test('an attempt ends once: a second ending, or one after the answer, is 55000 (rule 20)', async () => {

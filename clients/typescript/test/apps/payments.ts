@@ -12,6 +12,9 @@ export type Framework = 'express' | 'fastify';
 
 export const DOCS = 'https://docs.example.com/idempotency';
 
+/** What the endings of each 'broken' request answered (their SQLSTATEs), in order. */
+export const brokenCodes: unknown[][] = [];
+
 /** A payment's request body, with the switches the tests flip. */
 interface PaymentBody {
   amount: number;
@@ -132,8 +135,18 @@ function service(options: AppOptions, holds: Holds, runs: { count: number }) {
     // A handler that ends its attempt itself (rules 17 to 20): release the key
     // the first time per key (409), refuse then answer 503, end it twice, or
     // keep it past the request for late().
-    async ending(ctx: IdempotencyContext, body: { how: 'release' | 'refuse-5xx' | 'twice' | 'stash' }): Promise<Answer> {
+    async ending(ctx: IdempotencyContext, body: { how: 'release' | 'refuse-5xx' | 'twice' | 'stash' | 'broken' }): Promise<Answer> {
       runs.count++;
+      if (body.how === 'broken') {
+        // Breaks the transaction, then tries both endings: the server answers each (the first did not end the attempt).
+        await ctx.client.query('SELECT 1/0').catch(() => undefined);
+        const codes: unknown[] = [];
+        for (const end of [() => ctx.failPermanent({ class_tag: 'Broken', message: 'never recorded' }), () => ctx.failTransient()]) {
+          await end().catch((err: { code?: string }) => codes.push(err.code));
+        }
+        brokenCodes.push(codes);
+        return { status: 400, body: { broken: true } };
+      }
       await ctx.client.query(`INSERT INTO notes (idem_key, body) VALUES ($1, $2)`, [ctx.key, body.how]);
       if (body.how === 'release') {
         if (!once('release', ctx.key)) return { status: 201, body: { status: 'done' } };
