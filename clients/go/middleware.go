@@ -179,11 +179,14 @@ func (a *Attempt) start(how ending, e StoredError) error {
 	return nil
 }
 
-// undo leaves the attempt open after the server refused the call (rule 17).
+// undo leaves the attempt open after the server refused the call (rule
+// 17), unless the middleware finished it meanwhile.
 func (a *Attempt) undo() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.ended, a.refusal = open, StoredError{}
+	if a.ended != over {
+		a.ended, a.refusal = open, StoredError{}
+	}
 }
 
 // close is the middleware's, once the handler is done: how the handler

@@ -186,8 +186,10 @@ class Claim(Generic[C]):
                 class_tag=str(error.get("class_tag")), message=str(error.get("message")), cause=error.get("cause"))
 
     def _undo(self) -> None:
-        """The server refused the call: the attempt stays open (rule 17)."""
-        self._ending.how, self._ending.error = "open", None
+        """The server refused the call: the attempt stays open (rule 17),
+        unless the middleware finished it meanwhile."""
+        if self._ending.how != "over":
+            self._ending.how, self._ending.error = "open", None
 
     def _close(self) -> Ending:
         """For the middleware, once the handler is done: how it ended the attempt; none may end it after."""
