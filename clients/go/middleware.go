@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -97,11 +98,105 @@ func OnError(report func(*http.Request, error)) Option {
 
 // Attempt is what the middleware gives the handler it runs, in the
 // request's context: the transaction that holds the claim, and the claim.
+// The handler may end it itself, once, with FailPermanent or FailTransient
+// (clients/README.md, rules 17 to 20).
 type Attempt struct {
 	Tx        pgx.Tx // do the handler's writes here; the middleware commits or rolls back
 	Namespace string
 	Key       string  // the Idempotency-Key, checked and trimmed
 	Outcome   Outcome // the fresh outcome: Fence, Attempt, Takeover, RecoveryPoint
+
+	client  *Client
+	mu      sync.Mutex
+	ended   ending
+	refusal StoredError // what FailPermanent recorded
+}
+
+// ending is how the handler ended its attempt; over once the middleware finished it.
+type ending int
+
+const (
+	open ending = iota
+	refused
+	released
+	over
+)
+
+// ErrAttemptFinished is what FailPermanent and FailTransient return once the
+// attempt has ended: a second call, or a call after the middleware finished
+// it (the other packages' SQLSTATE 55000). Nothing reaches the server.
+var ErrAttemptFinished = errors.New("idempotency: the idempotency attempt is already finished")
+
+// FailPermanent refuses the request for good: idem_fail_permanent with the
+// claim's fence, in its transaction. The middleware then commits, the
+// handler's writes with the refusal, and answers the 422 problem every retry
+// gets (built by idem_http_response), whatever the handler answers below
+// 500; a 5xx or a panic rolls everything back.
+func (a *Attempt) FailPermanent(ctx context.Context, e StoredError) error {
+	if err := a.start(refused, e); err != nil {
+		return err
+	}
+	if err := a.client.FailPermanent(ctx, a.Tx, a.Namespace, a.Key, e, a.Outcome.Fence); err != nil {
+		a.undo()
+		return err
+	}
+	return nil
+}
+
+// FailTransient releases the key: idem_fail_transient with the claim's
+// fence. The middleware then sends the handler's answer after a rollback:
+// nothing is recorded, the handler's writes are undone, and a retry runs
+// the handler again.
+func (a *Attempt) FailTransient(ctx context.Context) error {
+	if err := a.start(released, StoredError{}); err != nil {
+		return err
+	}
+	if err := a.client.FailTransient(ctx, a.Tx, a.Namespace, a.Key, a.Outcome.Fence); err != nil {
+		a.undo()
+		return err
+	}
+	return nil
+}
+
+// start takes the handler's one ending before its call reaches the server
+// (rule 20): ErrAttemptFinished when it was taken, or the middleware is done.
+func (a *Attempt) start(how ending, e StoredError) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.client == nil {
+		return errors.New("idempotency: this Attempt is not the middleware's: take it from AttemptFromContext")
+	}
+	switch a.ended {
+	case refused:
+		return fmt.Errorf("%w: FailPermanent ended it already (SQLSTATE 55000)", ErrAttemptFinished)
+	case released:
+		return fmt.Errorf("%w: FailTransient ended it already (SQLSTATE 55000)", ErrAttemptFinished)
+	case over:
+		return fmt.Errorf("%w: the middleware has finished it: "+
+			"the answer was recorded or rolled back with its transaction (SQLSTATE 55000)", ErrAttemptFinished)
+	}
+	a.ended, a.refusal = how, e
+	return nil
+}
+
+// undo leaves the attempt open after the server refused the call (rule
+// 17), unless the middleware finished it meanwhile.
+func (a *Attempt) undo() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ended != over {
+		a.ended, a.refusal = open, StoredError{}
+	}
+}
+
+// close is the middleware's, once the handler is done: how the handler
+// ended the attempt, and its refusal; no call may end it after.
+func (a *Attempt) close() (ending, StoredError) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	how := a.ended
+	a.ended = over
+	return how, a.refusal
 }
 
 type attemptKey struct{}
@@ -327,21 +422,37 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	rec := &recorder{header: http.Header{}}
-	attempt := &Attempt{Tx: ownedTx{tx}, Namespace: m.namespace, Key: key, Outcome: row.out}
+	attempt := &Attempt{Tx: ownedTx{tx}, Namespace: m.namespace, Key: key, Outcome: row.out, client: m.client}
+	defer attempt.close() // when the handler panics: no ending after it
 	inner := r.WithContext(context.WithValue(ctx, attemptKey{}, attempt))
 	inner.Body = io.NopCloser(bytes.NewReader(body))
 	inner.ContentLength = int64(len(body))
 	m.next.ServeHTTP(rec, inner)
 	rec.finish()
+	ended, stored := attempt.close()
 
-	if rec.status >= 500 || !m.cfg.record(rec.status) {
+	if ended == released || rec.status >= 500 || ended == open && !m.cfg.record(rec.status) {
 		rollback() // the claim and the handler's writes go back
 		rec.sendTo(w)
 		return
 	}
-	result, err := rec.result(m.cfg.replayHeaders)
-	if err == nil {
-		err = m.client.Commit(ctx, tx, m.namespace, key, result, row.out.Fence)
+	var refusalAnswer *HTTPResponse
+	if ended == refused { // rule 18: the 422 a retry gets, which the server builds
+		o := Outcome{Kind: PriorError, Error: &stored, SubmittedHash: row.out.SubmittedHash}
+		var resp HTTPResponse
+		if resp, err = m.client.HTTPResponse(ctx, tx, o, m.cfg.retryAfter, m.cfg.docsURI); err == nil {
+			for name := range resp.Header {
+				if http.CanonicalHeaderKey(name) == "Idempotency-Replayed" { // the first answer is no replay
+					delete(resp.Header, name)
+				}
+			}
+			refusalAnswer = &resp
+		}
+	} else {
+		var result recordedResponse
+		if result, err = rec.result(m.cfg.replayHeaders); err == nil {
+			err = m.client.Commit(ctx, tx, m.namespace, key, result, row.out.Fence)
+		}
 	}
 	if err != nil {
 		rollback()
@@ -351,6 +462,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	finished = true // a COMMIT ends the transaction, whether it succeeds or fails
 	if err := tx.Commit(ctx); err != nil {
 		m.fail(w, r, fmt.Errorf("idempotency: COMMIT: %w", err))
+		return
+	}
+	if refusalAnswer != nil {
+		writeServerResponse(w, *refusalAnswer)
 		return
 	}
 	rec.sendTo(w)

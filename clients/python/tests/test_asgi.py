@@ -95,6 +95,22 @@ async def maybe(request: Request) -> Response:
         return JSONResponse({"key": None})
 
 
+refusals_seen: list[str | None] = []
+
+
+async def refused_badly(request: Request) -> Response:
+    """Records a refusal the server refuses (no message), then tries to
+    release the key: the attempt stayed open (rule 17), so the server
+    answers that call too, in the broken transaction."""
+    held = claim(request)
+    for end in (lambda: held.fail_permanent({"class_tag": "NoMessage"}), held.fail_transient):
+        try:
+            await end()
+        except psycopg.Error as e:
+            refusals_seen.append(e.sqlstate)
+    return JSONResponse({"refused": True}, status_code=400)
+
+
 def make_app(database: str, **options: Any) -> Starlette:
     """A Starlette app with the middleware, its pool opened by its lifespan."""
     pool = AsyncConnectionPool(f"dbname={database}", open=False, min_size=1, max_size=4,
@@ -117,6 +133,7 @@ def make_app(database: str, **options: Any) -> Starlette:
         Route("/bad-json", bad_json, methods=["POST"]),
         Route("/conflict", conflict, methods=["POST"]),
         Route("/serialization", serialization, methods=["POST"]),
+        Route("/refused-badly", refused_badly, methods=["POST"]),
         Mount("/api", routes=[Route("/items/{item_id:int}", item, methods=["POST"])]),
     ], lifespan=lifespan)
     app.add_middleware(IdempotencyMiddleware, namespace=NS, pool=source, **options)
@@ -391,3 +408,15 @@ def test_an_incompatible_server_is_refused(scratch: str, caplog: pytest.LogCaptu
     assert answer.status_code == 500 and answer.json() == STORE_ERROR
     assert "the idempotency extension 0.9.2 is too old" in caplog.text
     assert "ALTER EXTENSION idempotency UPDATE" in caplog.text
+
+
+def test_a_refusal_the_server_refuses(client: TestClient, database: str) -> None:
+    """Rule 17: the server's error reaches the handler, the attempt stays
+    open, and the answer cannot be recorded in the broken transaction: 500."""
+    key = new_key()
+    refusals_seen.clear()
+    answer = client.post("/refused-badly", headers={"Idempotency-Key": key})
+    assert refusals_seen == ["22023", "25P02"]  # not AttemptFinished: the first call did not end the attempt
+    assert answer.status_code == 500 and answer.json()["code"] == "IDEMPOTENCY_STORE_ERROR"
+    again = client.post("/refused-badly", headers={"Idempotency-Key": key})
+    assert again.status_code == 500 and "idempotency-replayed" not in again.headers  # nothing was recorded

@@ -146,6 +146,75 @@ def test_a_reused_key(app: tuple[str, AppServer], database: str) -> None:
     assert rows(database, "payments", key) == 1
 
 
+# The problem idem_http_response builds for the refusal the apps record (rule 18).
+REFUSED = {"type": "about:blank", "title": "Unprocessable Content", "status": 422, "code": "InvalidAmount",
+           "detail": "amount must be positive"}
+FINISHED = {"sqlstate": "55000", "message": "the idempotency attempt is already finished"}
+
+
+def test_a_refusal_the_handler_records(app: tuple[str, AppServer], database: str) -> None:
+    """Rule 18: after fail_permanent the first answer is the 422 every retry
+    gets (not the handler's 400), committed with the handler's write."""
+    name, server = app
+    key = new_key()
+    first = post(server.url + "/refusals", key, {"amount": -5})
+    assert first.status_code == 422, first.text
+    assert first.headers["Content-Type"] == "application/problem+json"
+    assert "idempotency-replayed" not in first.headers
+    assert first.json() == REFUSED
+    assert key_state(database, NAMESPACES[name], key) == "failed"
+    assert rows(database, "payments", key) == 1  # the handler's write committed with the refusal
+    again = post(server.url + "/refusals", key, {"amount": -5})
+    assert again.status_code == 422 and again.headers["Idempotency-Replayed"] == "true"
+    assert again.content == first.content and again.headers["Content-Type"] == first.headers["Content-Type"]
+    assert rows(database, "payments", key) == 1  # the handler did not run again
+
+
+def test_a_refusal_then_a_5xx_records_nothing(app: tuple[str, AppServer], database: str) -> None:
+    """Rule 18: a 5xx after fail_permanent rolls back, the refusal with it."""
+    name, server = app
+    key = new_key()
+    first = post(server.url + "/refusals", key, {"amount": -5, "answer": 503})
+    assert first.status_code == 503 and first.json() == {"refused": "by the handler"}
+    assert key_state(database, NAMESPACES[name], key) == "absent"
+    assert rows(database, "payments", key) == 0
+    again = post(server.url + "/refusals", key, {"amount": -5, "answer": 503})
+    assert again.status_code == 503 and "idempotency-replayed" not in again.headers  # ran again
+
+
+def test_a_key_the_handler_releases(app: tuple[str, AppServer], database: str) -> None:
+    """Rule 19: after fail_transient the handler's 409 is sent, nothing is
+    recorded, its write is rolled back, and the retry runs it again."""
+    name, server = app
+    key = new_key()
+    first = post(server.url + "/releases", key, {})
+    assert first.status_code == 409 and first.json() == {"status": "busy"}
+    assert "idempotency-replayed" not in first.headers
+    assert key_state(database, NAMESPACES[name], key) == "absent"
+    assert rows(database, "payments", key) == 0
+    retried = post(server.url + "/releases", key, {})
+    assert retried.status_code == 201 and "idempotency-replayed" not in retried.headers
+    replay = post(server.url + "/releases", key, {})
+    assert replay.status_code == 201 and replay.headers["Idempotency-Replayed"] == "true"
+    assert rows(database, "payments", key) == 1
+
+
+def test_an_attempt_ends_once(app: tuple[str, AppServer], database: str) -> None:
+    """Rule 20: a second ending, and one after the answer was recorded, are refused with 55000."""
+    name, server = app
+    key = new_key()
+    twice = post(server.url + "/twice", key, {})
+    assert twice.status_code == 409 and twice.json() == FINISHED
+    assert key_state(database, NAMESPACES[name], key) == "absent"
+    key = new_key()
+    assert post(server.url + "/stash", key, {}).status_code == 201
+    late = httpx.get(server.url + "/late", params={"key": key}, timeout=30)
+    assert late.status_code == 200 and late.json() == FINISHED
+    assert key_state(database, NAMESPACES[name], key) == "committed"
+    replay = post(server.url + "/stash", key, {})
+    assert replay.status_code == 201 and replay.headers["Idempotency-Replayed"] == "true"
+
+
 def test_the_route_template_is_fingerprinted(app: tuple[str, AppServer], database: str) -> None:
     """Another path of the same template is the same request."""
     _, server = app

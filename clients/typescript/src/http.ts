@@ -53,9 +53,12 @@ export interface IdempotencyContext {
   readonly client: PoolClientLike;
   /** The fresh outcome. */
   readonly outcome: Fresh;
-  /** Records a refusal (idem_fail_permanent) instead of the response: every retry gets a 422 with it. */
+  /**
+   * Records a refusal (idem_fail_permanent) instead of the response: below 500
+   * the middleware commits it and answers the 422 every retry gets.
+   */
   failPermanent(error: RecordedError): Promise<void>;
-  /** Releases the key (idem_fail_transient) and keeps the handler's writes: the retry starts fresh. */
+  /** Releases the key (idem_fail_transient): the handler's answer is sent after a rollback, and a retry runs it again. */
   failTransient(): Promise<void>;
 }
 
@@ -332,7 +335,9 @@ export function covers(s: Settings, method: string): boolean {
 /** A fresh claim: the handler runs in its transaction; finish records the response, or rolls back. */
 export class Attempt {
   readonly context: IdempotencyContext;
-  private state: 'open' | 'finished-by-handler' | 'done' = 'open';
+  // How the handler ended the attempt (rules 17 to 20); done once finish or abandon ended the transaction.
+  private state: 'open' | 'refused' | 'released' | 'done' = 'open';
+  private refusal: RecordedError | null = null;
 
   constructor(private readonly s: Settings, private readonly client: PoolClientLike, readonly key: string, readonly outcome: Fresh) {
     const attempt = this;
@@ -360,22 +365,37 @@ export class Attempt {
       client: guarded,
       outcome,
       failPermanent: async (error: RecordedError) => {
-        this.openForHandler();
+        this.startEnding('refused', error);
         await client.query('SELECT idempotency.idem_fail_permanent($1, $2, $3::jsonb, $4::bigint)',
-          [s.namespace, key, JSON.stringify(error), String(outcome.fence)]);
-        this.state = 'finished-by-handler';
+          [s.namespace, key, JSON.stringify(error), String(outcome.fence)]).catch((err: unknown) => this.undoEnding(err));
       },
       failTransient: async () => {
-        this.openForHandler();
-        await client.query('SELECT idempotency.idem_fail_transient($1, $2, $3::bigint)', [s.namespace, key, String(outcome.fence)]);
-        this.state = 'finished-by-handler';
+        this.startEnding('released', null);
+        await client.query('SELECT idempotency.idem_fail_transient($1, $2, $3::bigint)', [s.namespace, key, String(outcome.fence)])
+          .catch((err: unknown) => this.undoEnding(err));
       },
     };
   }
 
-  // Refuses a second finish by the handler.
-  private openForHandler(): void {
-    if (this.state !== 'open') throw new IdempotencyError('55000', 'the idempotency attempt is already finished', `Its state is ${this.state}.`);
+  // Takes the handler's one ending before its call reaches the server (rule 20).
+  private startEnding(how: 'refused' | 'released', refusal: RecordedError | null): void {
+    if (this.state !== 'open') {
+      const detail = this.state === 'done'
+        ? 'The middleware has finished it: the answer was recorded or rolled back with its transaction.'
+        : `${this.state === 'refused' ? 'failPermanent' : 'failTransient'} ended it already: a handler ends its attempt once.`;
+      throw new IdempotencyError('55000', 'the idempotency attempt is already finished', detail);
+    }
+    this.state = how;
+    this.refusal = refusal;
+  }
+
+  // The server refused the call: the attempt stays open (rule 17), and the handler gets the error.
+  private undoEnding(err: unknown): never {
+    if (this.state !== 'done') {
+      this.state = 'open';
+      this.refusal = null;
+    }
+    throw err;
   }
 
   /** True until finish or abandon ended the transaction. */
@@ -386,30 +406,35 @@ export class Attempt {
   /**
    * Ends the attempt once the handler answered, by its status however the
    * framework reached it (rule 10): records the response and commits (2xx and
-   * 4xx by default), commits what the handler finished itself, or rolls back
-   * (a 5xx, a status not recorded). Answers null to send the handler's
-   * response, or the response to send instead (503 or 500 when the store failed).
+   * 4xx by default), or rolls back (a 5xx, a status not recorded). A refusal
+   * the handler recorded is committed below 500 and answered with its 422; a
+   * key it released is rolled back (rules 18 and 19). Answers null to send the
+   * handler's response, or the response to send instead (that 422, or 503 or
+   * 500 when the store failed).
    */
   async finish(response: HttpResponse): Promise<HttpResponse | null> {
     if (this.state === 'done') return null;
-    const finishedByHandler = this.state === 'finished-by-handler';
+    const ended = this.state;
     this.state = 'done';
     const client = this.client;
-    if (!finishedByHandler && (response.status >= 500 || !this.s.record(response.status))) {
+    if (ended === 'released' || response.status >= 500 || (ended === 'open' && !this.s.record(response.status))) {
       await this.rollback();
       return null;
     }
-    if (!finishedByHandler) {
-      try {
+    let refused: HttpResponse | null = null;
+    try {
+      if (ended === 'refused') {
+        refused = await this.refusalResponse();
+      } else {
         await client.query('SELECT idempotency.idem_commit($1, $2, $3::jsonb, $4::bigint)',
           [this.s.namespace, this.key, this.result(response), String(this.outcome.fence)]);
-      } catch (err) {
-        const instead = failure(this.s, err);
-        this.s.onError(err);
-        if (isConnectionError(err)) client.release(err as Error);
-        else await this.rollback();
-        return instead;
       }
+    } catch (err) {
+      const instead = failure(this.s, err);
+      this.s.onError(err);
+      if (isConnectionError(err)) client.release(err as Error);
+      else await this.rollback();
+      return instead;
     }
     try {
       await client.query('COMMIT');
@@ -421,7 +446,20 @@ export class Attempt {
       return instead;
     }
     client.release();
-    return null;
+    return refused;
+  }
+
+  // The 422 idem_http_response builds for the recorded refusal's prior_error
+  // outcome: what every retry gets, without Idempotency-Replayed (rule 18).
+  private async refusalResponse(): Promise<HttpResponse> {
+    const { rows: [r] } = await this.client.query(
+      `SELECT status, headers::text AS headers, body::text AS body FROM idempotency.idem_http_response(
+         jsonb_populate_record(NULL::idempotency.idem_outcome, jsonb_build_object('kind', 'prior_error', 'error', $1::jsonb)),
+         $2, $3)`,
+      [JSON.stringify(this.refusal), this.s.retryAfter, this.s.docsUri]);
+    const headers = JSON.parse(r.headers) as Record<string, string>;
+    for (const name of Object.keys(headers)) if (name.toLowerCase() === 'idempotency-replayed') delete headers[name];
+    return fromServer({ status: Number(r.status), headers, body: r.body });
   }
 
   /** Rolls back an attempt whose handler never answered (the request ended without a response). */

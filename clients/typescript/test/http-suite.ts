@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { Namespace, mint } from '@idempotency/pg';
-import { DOCS, startApp, type Framework, type RunningApp } from './apps/payments.js';
+import { DOCS, brokenCodes, startApp, type Framework, type RunningApp } from './apps/payments.js';
 import { createDatabase, databaseEnv, type TestDatabase } from './helpers.js';
 
 interface Reply { status: number; headers: Headers; text: string; json: any }
@@ -194,16 +194,70 @@ export function httpSuite(framework: Framework): void {
       assert.equal(await count('notes', key), 1);
     });
 
-    test('a refusal recorded by the handler (failPermanent) is replayed as 422', async () => {
+    test('a refusal recorded by the handler (failPermanent): the first answer is the 422 every retry gets (rule 18)', async () => {
       const key = newKey('refused');
       const first = await post(`${app.url}/payments`, { amount: -5 }, key);
       assert.equal(first.status, 422, first.text);
-      assert.equal(first.json.code, 'InvalidAmount');
+      assert.equal(first.headers.get('content-type'), 'application/problem+json');
+      assert.equal(first.headers.get('idempotency-replayed'), null);
+      // idem_http_response's problem, not the handler's own body.
+      assert.deepEqual(first.json, { type: 'about:blank', title: 'Unprocessable Content', status: 422, code: 'InvalidAmount', detail: 'amount must be positive' });
+      const runs = app.runs.count;
       const again = await post(`${app.url}/payments`, { amount: -5 }, key);
       assert.equal(again.status, 422);
       assert.equal(again.headers.get('idempotency-replayed'), 'true');
-      assert.equal(again.json.code, 'InvalidAmount');
-      assert.equal(again.json.detail, 'amount must be positive');
+      assert.equal(again.text, first.text);
+      assert.equal(app.runs.count, runs);
+    });
+
+    test('a refusal then a 5xx: rolled back, the refusal with it (rule 18)', async () => {
+      const key = newKey('refused-5xx');
+      for (const run of [1, 2]) {
+        const r = await post(`${app.url}/endings`, { how: 'refuse-5xx' }, key);
+        assert.equal(r.status, 503, `run ${run}: ${r.text}`);
+        assert.deepEqual(r.json, { refused: 'by the handler' });
+        assert.equal(r.headers.get('idempotency-replayed'), null);
+        assert.equal(await count('notes', key), 0);
+      }
+    });
+
+    test('a key the handler releases (failTransient): its answer sent, its writes rolled back (rule 19)', async () => {
+      const key = newKey('released');
+      const first = await post(`${app.url}/endings`, { how: 'release' }, key);
+      assert.equal(first.status, 409, first.text);
+      assert.deepEqual(first.json, { status: 'busy' });
+      assert.equal(await count('notes', key), 0);
+      const retried = await post(`${app.url}/endings`, { how: 'release' }, key);
+      assert.equal(retried.status, 201, retried.text);
+      assert.equal(retried.headers.get('idempotency-replayed'), null);
+      const replay = await post(`${app.url}/endings`, { how: 'release' }, key);
+      assert.equal(replay.headers.get('idempotency-replayed'), 'true');
+      assert.equal(await count('notes', key), 1);
+    });
+
+    test('an ending the server refuses leaves the attempt open; the broken transaction answers 500 (rule 17)', async () => {
+      const key = newKey('broken');
+      brokenCodes.length = 0;
+      const r = await post(`${app.url}/endings`, { how: 'broken' }, key);
+      assert.deepEqual(brokenCodes, [['25P02', '25P02']]);   // not 55000: the first call did not end the attempt
+      assert.equal(r.status, 500, r.text);
+      assert.deepEqual(r.json, { ...STORE_ERROR, type: DOCS });
+      const again = await post(`${app.url}/endings`, { how: 'broken' }, key);
+      assert.equal(again.status, 500);
+      assert.equal(again.headers.get('idempotency-replayed'), null);
+    });
+
+    test('an attempt ends once: a second ending, or one after the answer, is 55000 (rule 20)', async () => {
+      const finished = { code: '55000', message: 'the idempotency attempt is already finished' };
+      const twice = await post(`${app.url}/endings`, { how: 'twice' }, newKey('twice'));
+      assert.equal(twice.status, 409, twice.text);
+      assert.deepEqual(twice.json, finished);
+      const key = newKey('late');
+      assert.equal((await post(`${app.url}/endings`, { how: 'stash' }, key)).status, 201);
+      const late = await fetch(`${app.url}/late?key=${encodeURIComponent(key)}`);
+      assert.deepEqual(await late.json(), finished);
+      const replay = await post(`${app.url}/endings`, { how: 'stash' }, key);
+      assert.equal(replay.headers.get('idempotency-replayed'), 'true');
     });
 
     test('a body that is not JSON: fingerprinted by its SHA-256, its response replayed byte for byte', async () => {

@@ -3,7 +3,7 @@ functions for psycopg 3, sync and async, with ASGI (FastAPI, Starlette) and
 Django middleware in idempotency.asgi and idempotency.django."""
 
 from ._version import __version__
-from .errors import IdempotencyError, IncompatibleServer, InvalidArgument, TransactionRequired
+from .errors import AttemptFinished, IdempotencyError, IncompatibleServer, InvalidArgument, TransactionRequired
 from .http import Claim, HttpKey, HttpResponse, Settings
 from .keys import mint, parse, validate_namespace
 from .outcomes import (
@@ -24,6 +24,7 @@ from .store import API_MAJOR, AsyncStore, Store
 __all__ = [
     "API_MAJOR",
     "AsyncStore",
+    "AttemptFinished",
     "Claim",
     "Fresh",
     "HttpKey",

@@ -7,6 +7,10 @@ and a handler writes through the claim's connection, in the claim's transaction:
 
     async def create(conn: AsyncConnection = Depends(idempotency.asgi.connection)): ...
 
+A handler may end the attempt itself through claim(request):
+fail_permanent(error) makes this answer, and every retry's, the 422 of
+that refusal; fail_transient() sends the handler's answer after a rollback.
+
 The behaviour is clients/README.md's: the header checked by idem_http_key
 (400), the request fingerprinted by idem_begin as method, route template and
 body, every answer that needs no work built by idem_http_response (a replay
@@ -19,8 +23,9 @@ store."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import psycopg
@@ -34,13 +39,14 @@ from .http import (
     HttpResponse,
     Settings,
     failure,
+    first_answer,
     header,
     record_2xx_4xx,
     recorded_response,
     request_fingerprint,
     template,
 )
-from .outcomes import Fresh
+from .outcomes import Fresh, StoredError
 from .store import AsyncStore
 
 Scope = MutableMapping[str, Any]
@@ -51,7 +57,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger("idempotency")
 
-__all__ = ["AsyncConnectionSource", "IdempotencyMiddleware", "claim", "connection", "route_template"]
+__all__ = ["AsyncClaim", "AsyncConnectionSource", "IdempotencyMiddleware", "claim", "connection", "route_template"]
 
 
 class AsyncConnectionSource(Protocol):
@@ -63,12 +69,42 @@ class AsyncConnectionSource(Protocol):
         ...
 
 
-def claim(request: Request) -> Claim[psycopg.AsyncConnection[Any]]:
+@dataclass(frozen=True, slots=True)
+class AsyncClaim(Claim[psycopg.AsyncConnection[Any]]):
+    """The claim an ASGI handler gets: a Claim whose handler may end the
+    attempt itself, once (clients/README.md, rules 17 to 20)."""
+
+    store: AsyncStore = field(kw_only=True, repr=False, compare=False)
+
+    async def fail_permanent(self, error: StoredError | Mapping[str, str]) -> None:
+        """Refuses the request for good (idem_fail_permanent with the claim's
+        fence): the middleware then commits and answers, whatever the handler
+        answers below 500, the 422 problem every retry gets."""
+        self._start("permanent", error)
+        try:
+            await self.store.fail_permanent(self.connection, self.namespace, self.key, error, self.fence)
+        except BaseException:
+            self._undo()
+            raise
+
+    async def fail_transient(self) -> None:
+        """Releases the key (idem_fail_transient with the claim's fence): the
+        handler's answer is sent after a rollback, nothing is recorded, and a
+        retry runs the handler again."""
+        self._start("transient")
+        try:
+            await self.store.fail_transient(self.connection, self.namespace, self.key, self.fence)
+        except BaseException:
+            self._undo()
+            raise
+
+
+def claim(request: Request) -> AsyncClaim:
     """The running handler's claim (a FastAPI dependency, or a call in a
     Starlette endpoint); LookupError when the middleware made none (a method
     it does not cover, or an optional key left out)."""
     found = getattr(request.state, "idempotency", None)
-    if not isinstance(found, Claim):
+    if not isinstance(found, AsyncClaim):
         raise LookupError("this request has no idempotency claim: IdempotencyMiddleware did not claim its key")
     return found
 
@@ -283,7 +319,7 @@ class IdempotencyMiddleware:
         await self._run(scope, receive, send, claimed, body)
 
     async def _claim(self, conn: psycopg.AsyncConnection[Any], method: str, raw_key: str | None, target: str,
-                     content_type: str | None, body: bytes) -> Claim[psycopg.AsyncConnection[Any]] | HttpResponse:
+                     content_type: str | None, body: bytes) -> AsyncClaim | HttpResponse:
         """Opens the transaction, checks the header and begins the key: the
         claim, or the answer the server built (400, a replay, 409, 422)."""
         s = self.settings
@@ -298,14 +334,14 @@ class IdempotencyMiddleware:
                                                       request_fingerprint(method, target, content_type, body),
                                                       retry_after=s.retry_after, docs_uri=s.docs_uri)
         if isinstance(outcome, Fresh):
-            return Claim(conn, s.namespace, checked.key, outcome)
+            return AsyncClaim(conn, s.namespace, checked.key, outcome, store=self.store)
         assert answer is not None
         return answer
 
-    async def _run(self, scope: Scope, receive: Receive, send: Send, held: Claim[psycopg.AsyncConnection[Any]],
-                   body: bytes) -> None:
+    async def _run(self, scope: Scope, receive: Receive, send: Send, held: AsyncClaim, body: bytes) -> None:
         """Runs the handler in the claim's transaction; records and commits a
-        recorded status before sending it, rolls back anything else."""
+        recorded status before sending it (or the 422 of a refusal the
+        handler recorded), rolls back anything else."""
         s = self.settings
         conn = held.connection
         inner = dict(scope)
@@ -320,17 +356,24 @@ class IdempotencyMiddleware:
         except BaseException:
             await _rollback(conn)
             raise
+        finally:
+            ending = held._close()
         status = capture.status
         if status is None:
             await _rollback(conn)
             return
-        if status >= 500 or not s.record(status):
+        if ending == "transient" or status >= 500 or (ending == "open" and not s.record(status)):
             await _rollback(conn)
             await capture.forward(send)
             return
+        refusal: HttpResponse | None = None
         try:
-            result = recorded_response(status, capture.headers(), b"".join(capture.chunks), s.replay_headers)
-            await self.store.commit(conn, s.namespace, held.key, result, held.fence)
+            if ending == "permanent":
+                refusal = first_answer(await self.store.http_response(conn, held._refusal(), s.retry_after,
+                                                                      s.docs_uri))
+            else:
+                result = recorded_response(status, capture.headers(), b"".join(capture.chunks), s.replay_headers)
+                await self.store.commit(conn, s.namespace, held.key, result, held.fence)
             await conn.commit()
         except Exception as e:
             answer = failure(s, e)
@@ -338,4 +381,7 @@ class IdempotencyMiddleware:
             await _rollback(conn)
             await _send_reply(send, answer)
             return
-        await capture.forward(send)
+        if refusal is not None:
+            await _send_reply(send, refusal)
+        else:
+            await capture.forward(send)

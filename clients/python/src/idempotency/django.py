@@ -10,14 +10,18 @@ connection holds the claim (default "default"; a psycopg 3 backend).
 
 The view runs inside transaction.atomic() on that database, in the
 transaction that holds the claim: its ORM writes commit with the recorded
-response or roll back with the claim. request.idempotency is the Claim (key,
-fence, and the psycopg connection). Otherwise the behaviour is clients/README.md's, as in
+response or roll back with the claim. request.idempotency is the DjangoClaim
+(key, fence, and the psycopg connection); a view may end the attempt itself
+with its fail_permanent(error) (every retry gets the 422 of that refusal,
+and so does this request) or fail_transient() (its answer is sent after a
+rollback). Otherwise the behaviour is clients/README.md's, as in
 idempotency.asgi."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -34,6 +38,7 @@ from .http import (
     HttpResponse,
     Settings,
     failure,
+    first_answer,
     header,
     recorded_response,
     request_fingerprint,
@@ -41,12 +46,42 @@ from .http import (
     too_large,
     unreadable,
 )
-from .outcomes import Fresh
+from .outcomes import Fresh, StoredError
 from .store import Store
 
 log = logging.getLogger("idempotency")
 
-__all__ = ["IdempotencyMiddleware", "route_template"]
+__all__ = ["DjangoClaim", "IdempotencyMiddleware", "route_template"]
+
+
+@dataclass(frozen=True, slots=True)
+class DjangoClaim(Claim[psycopg.Connection[Any]]):
+    """request.idempotency: a Claim whose view may end the attempt itself,
+    once (clients/README.md, rules 17 to 20)."""
+
+    store: Store = field(kw_only=True, repr=False, compare=False)
+
+    def fail_permanent(self, error: StoredError | Mapping[str, str]) -> None:
+        """Refuses the request for good (idem_fail_permanent with the claim's
+        fence): the middleware then commits and answers, whatever the view
+        answers below 500, the 422 problem every retry gets."""
+        self._start("permanent", error)
+        try:
+            self.store.fail_permanent(self.connection, self.namespace, self.key, error, self.fence)
+        except BaseException:
+            self._undo()
+            raise
+
+    def fail_transient(self) -> None:
+        """Releases the key (idem_fail_transient with the claim's fence): the
+        view's answer is sent after a rollback, nothing is recorded, and a
+        retry runs the view again."""
+        self._start("transient")
+        try:
+            self.store.fail_transient(self.connection, self.namespace, self.key, self.fence)
+        except BaseException:
+            self._undo()
+            raise
 
 
 class _ViewRaised(Exception):
@@ -165,19 +200,24 @@ class IdempotencyMiddleware:
             transaction.set_rollback(True, using=self.database)
             return _reply(answer)
         assert isinstance(outcome, Fresh)
-        held = Claim(conn, s.namespace, checked.key, outcome)
+        held = DjangoClaim(conn, s.namespace, checked.key, outcome, store=self.store)
         request.idempotency = held  # type: ignore[attr-defined]
         try:
             response = self.get_response(request)
         except Exception as e:
             raise _ViewRaised() from e
+        finally:
+            ending = held._close()
         status = response.status_code
-        if status >= 500 or not s.record(status):
+        if ending == "transient" or status >= 500 or (ending == "open" and not s.record(status)):
             transaction.set_rollback(True, using=self.database)
             return response
         try:
             if db.needs_rollback:
                 raise transaction.TransactionManagementError("the view's transaction broke; nothing can be recorded")
+            if ending == "permanent":  # the 422 every retry gets, committed with the refusal on the way out
+                return _reply(first_answer(self.store.http_response(conn, held._refusal(), s.retry_after,
+                                                                    s.docs_uri)))
             result = recorded_response(status, list(response.items()), _content(response), s.replay_headers)
             self.store.commit(conn, s.namespace, held.key, result, held.fence)
         except Exception as e:

@@ -49,3 +49,12 @@ class IncompatibleServer(IdempotencyError):
 class TransactionRequired(IdempotencyError):
     """begin was given a connection in autocommit mode outside a transaction
     block, where its claim would be committed unfinished by its own statement."""
+
+
+class AttemptFinished(IdempotencyError):
+    """A handler ended its attempt a second time, or after the middleware had
+    finished it (SQLSTATE 55000, clients/README.md rule 20)."""
+
+    def __init__(self, detail: str) -> None:
+        """The shared message, and what ended the attempt."""
+        super().__init__("the idempotency attempt is already finished", detail, sqlstate="55000")

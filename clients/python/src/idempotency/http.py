@@ -16,13 +16,13 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import psycopg
 
-from .errors import IdempotencyError
+from .errors import AttemptFinished, IdempotencyError
 from .keys import validate_namespace
-from .outcomes import Fresh, JsonText
+from .outcomes import Fresh, JsonText, PriorError, StoredError
 
 C = TypeVar("C")
 
@@ -132,21 +132,80 @@ class Settings:
         return template(target) in self._optional
 
 
+# How a handler ended its attempt (rules 17 to 20): not yet, with a refusal,
+# with the key released; "over" once the middleware has finished it.
+Ending: TypeAlias = Literal["open", "permanent", "transient", "over"]
+
+_FINISHED = {
+    "permanent": "fail_permanent ended it already: a handler ends its attempt once.",
+    "transient": "fail_transient ended it already: a handler ends its attempt once.",
+    "over": "The middleware has finished it: the answer was recorded or rolled back with its transaction.",
+}
+
+
+class _Ending:
+    """The one mutable part of a claim: how its handler ended it, and the refusal it recorded."""
+
+    __slots__ = ("error", "how")
+
+    def __init__(self) -> None:
+        """Not ended yet."""
+        self.how: Ending = "open"
+        self.error: StoredError | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Claim(Generic[C]):
     """The claim the middleware made for the running handler: the connection
     whose transaction holds it (use it for the handler's own writes, and never
-    commit or roll it back), the key and the fresh outcome."""
+    commit or roll it back), the key and the fresh outcome. The middleware
+    hands out a subclass whose fail_permanent and fail_transient end the
+    attempt (idempotency.asgi.AsyncClaim, idempotency.django.DjangoClaim)."""
 
     connection: C
     namespace: str
     key: str
     outcome: Fresh
+    _ending: _Ending = field(default_factory=_Ending, init=False, repr=False, compare=False)
 
     @property
     def fence(self) -> int:
         """The fence the claim's commit passes."""
         return self.outcome.fence
+
+    def _start(self, how: Literal["permanent", "transient"],
+               error: StoredError | Mapping[str, str] | None = None) -> None:
+        """Takes the handler's one ending before its call reaches the server
+        (AttemptFinished when it was taken, or the middleware is done: rule
+        20), with the refusal the 422 will show once the server has recorded it."""
+        if self._ending.how != "open":
+            raise AttemptFinished(_FINISHED[self._ending.how])
+        self._ending.how = how
+        if error is not None:
+            self._ending.error = error if isinstance(error, StoredError) else StoredError(
+                class_tag=str(error.get("class_tag")), message=str(error.get("message")), cause=error.get("cause"))
+
+    def _undo(self) -> None:
+        """The server refused the call: the attempt stays open (rule 17),
+        unless the middleware finished it meanwhile."""
+        if self._ending.how != "over":
+            self._ending.how, self._ending.error = "open", None
+
+    def _close(self) -> Ending:
+        """For the middleware, once the handler is done: how it ended the attempt; none may end it after."""
+        how, self._ending.how = self._ending.how, "over"
+        return how
+
+    def _refusal(self) -> PriorError:
+        """The prior_error outcome of the recorded refusal: idem_http_response builds its 422 from it."""
+        assert self._ending.error is not None
+        return PriorError(error=self._ending.error, submitted_hash=self.outcome.submitted_hash)
+
+
+def first_answer(reply: HttpResponse) -> HttpResponse:
+    """A replay's answer as the first answer (rule 18): without Idempotency-Replayed."""
+    headers = {k: v for k, v in reply.headers.items() if k.lower() != "idempotency-replayed"}
+    return HttpResponse(reply.status, headers, reply.body, reply.body_text)
 
 
 def _refuse_constant(name: str) -> Any:

@@ -19,7 +19,8 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 import idempotency
-from idempotency.asgi import IdempotencyMiddleware, claim, connection
+from idempotency import IdempotencyError, StoredError
+from idempotency.asgi import AsyncClaim, IdempotencyMiddleware, claim, connection
 
 pool = AsyncConnectionPool(f"dbname={os.environ.get('APP_DATABASE', 'postgres')}", open=False, min_size=1,
                            max_size=8, timeout=float(os.environ.get("APP_POOL_TIMEOUT", "10")))
@@ -107,3 +108,75 @@ async def ship(conn: Conn, request: Request) -> dict[str, Any]:
     await conn.execute("INSERT INTO shipments (key, downstream_key, app) VALUES (%s, %s, 'fastapi')",
                        (held.key, downstream_key))
     return {"downstream_key": downstream_key, "tracking": answer.json()["tracking"]}
+
+
+class Refusal(BaseModel):
+    """The request body of POST /refusals: the status the handler answers after its refusal."""
+    amount: Decimal
+    answer: int = 400
+
+
+@app.post("/refusals")
+async def refuse(refusal: Refusal, conn: Conn, request: Request, response: Response) -> dict[str, Any]:
+    """Writes, then refuses the request for good (rule 18): below 500 the
+    middleware answers the 422 every retry gets instead of this answer."""
+    held = claim(request)
+    await conn.execute("INSERT INTO payments (key, amount, app) VALUES (%s, %s, 'fastapi')",
+                       (held.key, refusal.amount))
+    await held.fail_permanent(StoredError(class_tag="InvalidAmount", message="amount must be positive"))
+    response.status_code = refusal.answer
+    return {"refused": "by the handler"}
+
+
+@app.post("/releases", status_code=201)
+async def release(conn: Conn, request: Request, response: Response) -> dict[str, str]:
+    """Writes, then releases the key the first time per key (rule 19): its
+    409 is sent, its write rolled back, and the retry runs it again."""
+    held = claim(request)
+    await conn.execute("INSERT INTO payments (key, amount, app) VALUES (%s, 0, 'fastapi')", (held.key,))
+    if held.key not in _failed:
+        _failed.add(held.key)
+        await held.fail_transient()
+        response.status_code = 409
+        return {"status": "busy"}
+    return {"status": "done"}
+
+
+def _refused(e: IdempotencyError) -> dict[str, str | None]:
+    """An error of the package as the tests read it."""
+    return {"sqlstate": e.sqlstate, "message": e.message}
+
+
+@app.post("/twice")
+async def twice(request: Request, response: Response) -> dict[str, str | None]:
+    """Releases the key, then tries to refuse it too (rule 20): the second call is refused."""
+    held = claim(request)
+    await held.fail_transient()
+    try:
+        await held.fail_permanent({"class_tag": "Twice", "message": "never recorded"})
+    except IdempotencyError as e:
+        response.status_code = 409
+        return _refused(e)
+    return {"sqlstate": None}
+
+
+_stash: dict[str, AsyncClaim] = {}
+
+
+@app.post("/stash", status_code=201)
+async def stash(request: Request) -> dict[str, str]:
+    """Keeps its claim past the request, for GET /late."""
+    held = claim(request)
+    _stash[held.key] = held
+    return {"stashed": held.key}
+
+
+@app.get("/late")
+async def late(key: str) -> dict[str, str | None]:
+    """Ends a claim whose answer was recorded already (rule 20): refused."""
+    held = _stash.pop(key)
+    try:
+        await held.fail_transient()
+    except IdempotencyError as e:
+        return _refused(e)
+    return {"sqlstate": None}

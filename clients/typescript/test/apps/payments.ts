@@ -12,6 +12,9 @@ export type Framework = 'express' | 'fastify';
 
 export const DOCS = 'https://docs.example.com/idempotency';
 
+/** What the endings of each 'broken' request answered (their SQLSTATEs), in order. */
+export const brokenCodes: unknown[][] = [];
+
 /** A payment's request body, with the switches the tests flip. */
 interface PaymentBody {
   amount: number;
@@ -79,6 +82,7 @@ interface Answer { status: number; headers?: Record<string, string>; body: unkno
 
 function service(options: AppOptions, holds: Holds, runs: { count: number }) {
   const failed = new Set<string>();
+  const stash = new Map<string, IdempotencyContext>();
   const once = (what: string, key: string) => {
     if (failed.has(`${what}:${key}`)) return false;
     failed.add(`${what}:${key}`);
@@ -126,6 +130,56 @@ function service(options: AppOptions, holds: Holds, runs: { count: number }) {
       const db = ctx ? ctx.client : options.pool;
       await db.query(`INSERT INTO notes (idem_key, body) VALUES ($1, 'optional')`, [ctx?.key ?? null]);
       return { status: 201, body: { keyed: Boolean(ctx) } };
+    },
+
+    // A handler that ends its attempt itself (rules 17 to 20): release the key
+    // the first time per key (409), refuse then answer 503, end it twice, or
+    // keep it past the request for late().
+    async ending(ctx: IdempotencyContext, body: { how: 'release' | 'refuse-5xx' | 'twice' | 'stash' | 'broken' }): Promise<Answer> {
+      runs.count++;
+      if (body.how === 'broken') {
+        // Breaks the transaction, then tries both endings: the server answers each (the first did not end the attempt).
+        await ctx.client.query('SELECT 1/0').catch(() => undefined);
+        const codes: unknown[] = [];
+        for (const end of [() => ctx.failPermanent({ class_tag: 'Broken', message: 'never recorded' }), () => ctx.failTransient()]) {
+          await end().catch((err: { code?: string }) => codes.push(err.code));
+        }
+        brokenCodes.push(codes);
+        return { status: 400, body: { broken: true } };
+      }
+      await ctx.client.query(`INSERT INTO notes (idem_key, body) VALUES ($1, $2)`, [ctx.key, body.how]);
+      if (body.how === 'release') {
+        if (!once('release', ctx.key)) return { status: 201, body: { status: 'done' } };
+        await ctx.failTransient();
+        return { status: 409, body: { status: 'busy' } };
+      }
+      if (body.how === 'refuse-5xx') {
+        await ctx.failPermanent({ class_tag: 'InvalidAmount', message: 'amount must be positive' });
+        return { status: 503, body: { refused: 'by the handler' } };
+      }
+      if (body.how === 'twice') {
+        await ctx.failTransient();
+        try {
+          await ctx.failPermanent({ class_tag: 'Twice', message: 'never recorded' });
+        } catch (err) {
+          const e = err as { code?: string; message?: string };
+          return { status: 409, body: { code: e.code, message: e.message } };
+        }
+        return { status: 409, body: { code: null } };
+      }
+      stash.set(ctx.key, ctx);
+      return { status: 201, body: { stashed: ctx.key } };
+    },
+
+    // Ends an attempt whose answer was recorded already: refused (rule 20).
+    async late(key: string): Promise<Answer> {
+      try {
+        await stash.get(key)!.failTransient();
+      } catch (err) {
+        const e = err as { code?: string; message?: string };
+        return { status: 200, body: { code: e.code, message: e.message } };
+      }
+      return { status: 200, body: { code: null } };
     },
 
     async charge(ctx: IdempotencyContext, body: { amount: number; failOnce?: boolean }): Promise<Answer> {
@@ -179,6 +233,8 @@ async function startExpress(options: AppOptions, svc: ReturnType<typeof service>
     await req.idempotency!.client.query(`INSERT INTO notes (idem_key, body) VALUES ($1, 'bad-json')`, [req.idempotency!.key]);
     return { status: 201, headers: { 'Content-Type': 'application/json' }, body: '{not json', text: true };
   }));
+  app.post('/endings', keyed, route((req) => svc.ending(req.idempotency!, req.body)));
+  app.get('/late', route((req) => svc.late(String(req.query['key']))));
   app.get('/health', (_req, res) => { res.json({ ok: true }); });
   // Errors answered with their own status, as Express's default handler does.
   app.use((err: Error & { status?: number }, _req: Request, res: Response, _next: NextFunction) => {
@@ -215,6 +271,8 @@ async function startFastify(options: AppOptions, svc: ReturnType<typeof service>
     await request.idempotency!.client.query(`INSERT INTO notes (idem_key, body) VALUES ($1, 'bad-json')`, [request.idempotency!.key]);
     return send(reply, { status: 201, headers: { 'Content-Type': 'application/json' }, body: '{not json', text: true });
   });
+  app.post('/endings', async (request, reply) => send(reply, await svc.ending(request.idempotency!, request.body as { how: 'release' })));
+  app.get('/late', async (request, reply) => send(reply, await svc.late((request.query as { key: string }).key)));
   app.get('/health', async () => ({ ok: true }));
 
   const url = await app.listen({ port: 0, host: '127.0.0.1' });

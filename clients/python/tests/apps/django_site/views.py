@@ -12,6 +12,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 import idempotency
+from idempotency import IdempotencyError
+from idempotency.django import DjangoClaim
 
 from .models import Payment, Shipment
 
@@ -69,3 +71,65 @@ def ship(request: HttpRequest) -> HttpResponse:
         raise RuntimeError("the view failed after the downstream call")
     Shipment.objects.create(key=key, downstream_key=downstream_key)
     return JsonResponse({"downstream_key": downstream_key, "tracking": answer.json()["tracking"]}, status=201)
+
+
+@csrf_exempt
+def refuse(request: HttpRequest) -> HttpResponse:
+    """Writes, then refuses the request for good (rule 18): below 500 the
+    middleware answers the 422 every retry gets instead of this answer."""
+    held = request.idempotency  # type: ignore[attr-defined]
+    body = json.loads(request.body)
+    Payment.objects.create(key=held.key, amount=Decimal(str(body["amount"])))
+    held.fail_permanent({"class_tag": "InvalidAmount", "message": "amount must be positive"})
+    return JsonResponse({"refused": "by the handler"}, status=body.get("answer", 400))
+
+
+@csrf_exempt
+def release(request: HttpRequest) -> HttpResponse:
+    """Writes, then releases the key the first time per key (rule 19): its
+    409 is sent, its write rolled back, and the retry runs it again."""
+    held = request.idempotency  # type: ignore[attr-defined]
+    Payment.objects.create(key=held.key, amount=0)
+    if held.key not in _failed:
+        _failed.add(held.key)
+        held.fail_transient()
+        return JsonResponse({"status": "busy"}, status=409)
+    return JsonResponse({"status": "done"}, status=201)
+
+
+def _refused(e: IdempotencyError) -> JsonResponse:
+    """An error of the package as the tests read it."""
+    return JsonResponse({"sqlstate": e.sqlstate, "message": e.message}, status=409)
+
+
+@csrf_exempt
+def twice(request: HttpRequest) -> HttpResponse:
+    """Releases the key, then tries to refuse it too (rule 20): the second call is refused."""
+    held = request.idempotency  # type: ignore[attr-defined]
+    held.fail_transient()
+    try:
+        held.fail_permanent({"class_tag": "Twice", "message": "never recorded"})
+    except IdempotencyError as e:
+        return _refused(e)
+    return JsonResponse({"sqlstate": None})
+
+
+_stash: dict[str, DjangoClaim] = {}
+
+
+@csrf_exempt
+def stash(request: HttpRequest) -> HttpResponse:
+    """Keeps its claim past the request, for GET /late."""
+    held = request.idempotency  # type: ignore[attr-defined]
+    _stash[held.key] = held
+    return JsonResponse({"stashed": held.key}, status=201)
+
+
+def late(request: HttpRequest) -> HttpResponse:
+    """Ends a claim whose answer was recorded already (rule 20): refused."""
+    held = _stash.pop(request.GET["key"])
+    try:
+        held.fail_transient()
+    except IdempotencyError as e:
+        return JsonResponse({"sqlstate": e.sqlstate, "message": e.message})
+    return JsonResponse({"sqlstate": None})
