@@ -4,6 +4,8 @@
 #   make run                      README command 1: dependencies, build, install, private server, demo
 #   make test                     README command 2: every test layer against a private server
 #   make test SLOW=1              the same, with the long versions of the reliability tests (what CI runs)
+#   make test LAYERS=regress,alone  only those layers (test/bin/run-tests names them)
+#   make check-regress T=parse    one layer or one test against a private server (CONTRIBUTING.md)
 #   make test PG=NN               pg_regress, isolation, pgTAP and Perl TAP against PostgreSQL NN (13, 15, 17, 18, 19)
 #   make sanitize                 pg_regress, isolation and pgTAP against an ASan+UBSan build (own PostgreSQL copy)
 #   make fuzz                     libFuzzer + ASan/UBSan targets for src/core/ (FUZZ_RUNS=N or FUZZ_SECONDS=N)
@@ -25,11 +27,11 @@ OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 PG_CONFIG ?= pg_config
 
 # pg_regress: sql/NAME.sql against expected/NAME.out, in this order.
-REGRESS = setup namespace mint parse canonical store direct bound_store typed registry settings bad_input stats release extend_lease recovery batch fingerprint http parallel usage readme scope squat update_keys default_privileges tenant_stores
+REGRESS = update namespace mint parse canonical store direct bound_store typed registry settings bad_input stats release extend_lease recovery batch fingerprint http parallel usage readme scope squat update_keys default_privileges tenant_stores metrics
 
 
 # isolationtester: test/isolation/specs/NAME.spec against test/isolation/expected/NAME.out.
-ISOLATION = mint_sessions store_concurrency store_purge purge_direct lease_takeover namespace_admin lock_tags bound_store first_look held_claims batch index_maintenance
+ISOLATION = mint_sessions store_concurrency store_purge purge_direct lease_takeover namespace_admin lock_tags bound_store first_look held_claims batch index_maintenance defaults_change
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=idempotency
 
 # C++17, every warning an error; PostgreSQL's headers as system headers so
@@ -38,6 +40,8 @@ PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 # The release, from the control file: 18's module magic records it (src/pg/compat.hpp).
 IDEM_VERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
 PG_CPPFLAGS += -DIDEM_VERSION='"$(IDEM_VERSION)"'
+# bench/decisions builds variants that undo a design decision (IDEM_MEASURE_*).
+PG_CPPFLAGS += $(IDEM_MEASURE)
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror
 SHLIB_LINK = -lcrypto -lstdc++
 
@@ -50,9 +54,9 @@ include $(PGXS)
 
 SQL_SOURCES = $(wildcard src/sql/*.sql src/sql/update/*.sql) src/sql/assemble
 idempotency--1.0.0.sql: src/sql/install.native $(SQL_SOURCES)
-	src/sql/assemble $< 1.0.0 >$@
+	bash src/sql/assemble $< 1.0.0 >$@
 idempotency--0.9.2--1.0.0.sql: src/sql/update/0.9.2--1.0.0.native $(SQL_SOURCES)
-	src/sql/assemble $< 1.0.0 0.9.2 >$@
+	bash src/sql/assemble $< 1.0.0 0.9.2 >$@
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes.
 $(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp)
@@ -70,7 +74,7 @@ $(UNIT_BIN): $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.hpp test/unit/*.hpp
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -g -O1 -Isrc -DIDEM_KAT_CSV='"$(CURDIR)/test/kat/vectors.csv"' -DIDEM_KEYS_CSV='"$(CURDIR)/test/kat/keys.csv"' $(CORE_SRCS) $(UNIT_SRCS) \
 		-lgtest -lgtest_main -lpthread -lcrypto -o $@
 
-.PHONY: unittest run test stop check-regress check-isolation check-pgtap check-perl check-unit check-server check-stop bench fuzz sanitize dist dist-archive
+.PHONY: unittest run test stop check-regress check-alone check-isolation check-pgtap check-perl check-citus check-unit check-server check-stop bench fuzz sanitize dist dist-archive
 unittest: $(UNIT_BIN)
 	$(UNIT_BIN) $(if $(UNIT_FILTER),--gtest_filter='$(UNIT_FILTER)')
 
@@ -81,12 +85,13 @@ stop:
 	test/bin/run-demo --stop
 
 test:
-	PGVER=$(PG) SLOW=$(SLOW) test/bin/run-tests
+	PGVER=$(PG) SLOW=$(SLOW) LAYERS=$(LAYERS) test/bin/run-tests
 
-# make check-regress T=parse (check-isolation, check-pgtap, check-perl,
-# check-unit): one layer, or the tests named in T, against a private server
-# that keeps running (test/bin/check; make check-stop stops it).
-check-regress check-isolation check-pgtap check-perl check-unit check-server check-stop:
+# make check-regress T=parse (check-alone, check-isolation, check-pgtap,
+# check-perl, check-citus, check-unit): one layer, or the tests named in T,
+# against a private server that keeps running (test/bin/check; make
+# check-stop stops it). CONTRIBUTING.md says how long each takes.
+check-regress check-alone check-isolation check-pgtap check-perl check-citus check-unit check-server check-stop:
 	test/bin/check $(@:check-%=%) $(T)
 
 # make fuzz [FUZZ_RUNS=N | FUZZ_SECONDS=N]: test/fuzz/run (needs clang and libclang-rt-14-dev).

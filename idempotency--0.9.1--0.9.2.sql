@@ -19,8 +19,9 @@ LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.idem_stats_stores_skipped() IS
 'Cumulative count of stores purge or the statistics skipped because they failed or ran too long (NULL unless preloaded)';
 
-REVOKE ALL ON FUNCTION @extschema@.idem_stats_stores_skipped() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION @extschema@.idem_stats_stores_skipped() TO pg_monitor;
+-- Executable by anyone: a role an operator let read idem_stats (with
+-- EXECUTE on the functions behind it) reads the new column too, and a count
+-- of skipped stores says nothing about anyone's records.
 
 -- stores_skipped, at the end: the view is replaced in place, so what
 -- operators granted on it stays.
@@ -114,7 +115,7 @@ BEGIN
         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
         JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
         WHERE p.oid = '@extschema@.idem_stats_stores_skipped()'::pg_catalog.regprocedure
-          AND a.grantee <> p.proowner AND a.grantee <> 'pg_monitor'::pg_catalog.regrole
+          AND a.grantee <> p.proowner
     LOOP
         EXECUTE pg_catalog.format('REVOKE %s ON FUNCTION @extschema@.idem_stats_stores_skipped() FROM %I',
                                   x.privilege_type, x.rolname);

@@ -288,6 +288,33 @@ def wire_scenario(rows, args):
     print("\n".join(lines), flush=True)
 
 
+def decisions_scenario(rows, args):
+    """The store's two-way choices and 1.0 against 0.9.1 (bench/decisions):
+    instructions per cycle over the wire of builds made in the same run.
+    Targets (issue 39): holding claims by their lock and writing directly
+    each save at least 10% of a fresh cycle, or the simpler way wins; and
+    no cycle costs more than 0.9.1's (1% of noise allowed)."""
+    out = subprocess.run([str(HERE / "decisions")], check=True, stdout=subprocess.PIPE, text=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if f[0] == "decision":
+            saving = float(f[5].rstrip("%"))
+            verdict = "PASS" if saving >= 10 else "MISS"
+            print(f"  {verdict} {f[1]} saves {saving:.1f}% of a {f[2]} cycle ({f[3]} against {f[4]} instructions;"
+                  " target 10%)", flush=True)
+            rows.append({"scenario": f"decision: {f[1]}, {f[2]}", "sync": "off", "contender": "as built",
+                         "tps": float("nan"), "mean_ms": float("nan"), "p99_ms": float("nan"),
+                         "instructions": int(f[3])})
+        elif f[0] == "release":
+            ratio = float(f[5].rstrip("x"))
+            verdict = "PASS" if ratio <= 1.01 else "MISS"
+            print(f"  {verdict} {f[2]}: {ratio:.3f}x 0.9.1's instructions ({f[3]} against {f[4]}; target 1.01x)",
+                  flush=True)
+            rows.append({"scenario": f"against {f[1]}: {f[2]}", "sync": "off", "contender": "extension",
+                         "tps": float("nan"), "mean_ms": float("nan"), "p99_ms": float("nan"),
+                         "instructions": int(f[3])})
+
+
 def counters_scenario(rows, args):
     """What the counters cost, alternating idempotency.track_counters on and
     off: the fresh cycle over pgbench (synchronous_commit off, so CPU shows),
@@ -884,9 +911,10 @@ def main():
     global DB, THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs and small tables, for iteration")
-    parser.add_argument("--only", default="cycle,inbackend,instructions,wire,counters,fingerprint,purge,growth,steady",
-                        help="comma-separated scenario groups: cycle, inbackend, instructions, wire, counters,"
-                             " fingerprint, purge, growth, steady")
+    parser.add_argument("--only",
+                        default="cycle,inbackend,instructions,wire,decisions,counters,fingerprint,purge,growth,steady",
+                        help="comma-separated scenario groups: cycle, inbackend, instructions, wire, decisions,"
+                             " counters, fingerprint, purge, growth, steady")
     parser.add_argument("--slow", action="store_true", default=os.environ.get("SLOW") == "1",
                         help="the long versions (make bench SLOW=1): steady runs 30 minutes")
     parser.add_argument("--steady-seconds", type=int, dest="steady_s",
@@ -937,6 +965,8 @@ def main():
         instructions_scenario(rows, args)
     if "wire" in groups:
         wire_scenario(rows, args)
+    if "decisions" in groups:
+        decisions_scenario(rows, args)
     if "counters" in groups:
         counters_scenario(rows, args)
     if "fingerprint" in groups:

@@ -1,6 +1,10 @@
 -- batch: idem_begin_batch begins many keys of one namespace in one call,
 -- each as idem_begin would, and answers one outcome per key in the keys'
 -- order; a key given twice is begun twice, the second after the first.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 DELETE FROM idempotency_record;
 SELECT namespace FROM idem_namespace_configure('q');
 

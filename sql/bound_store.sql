@@ -6,6 +6,9 @@
 -- the claim guard, a lease and its takeover, hash_keys, grants, purge and
 -- stats per store; a store that loses its shape or is dropped; moving a
 -- namespace between stores.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
 SET search_path = idempotency, public;
 CREATE ROLE regress_idem_svc;     -- the service: owns the store
 CREATE ROLE regress_idem_app;     -- its application role: owns nothing
@@ -49,6 +52,10 @@ SELECT idem_bind_store('bad namespace!', 'app.records');
 -- Tables that are not a store's shape, and the extension's own.
 CREATE TABLE app.short (namespace text COLLATE "C" NOT NULL, key_value text COLLATE "C" NOT NULL);
 SELECT idem_bind_store('other', 'app.short');
+-- No columns at all: every column named, none "too".
+CREATE TABLE app.empty ();
+SELECT idem_bind_store('other', 'app.empty');
+DROP TABLE app.empty;
 \echo :LAST_ERROR_SQLSTATE
 CREATE TABLE app.typed (LIKE app.records INCLUDING ALL);
 ALTER TABLE app.typed ALTER COLUMN attempt TYPE bigint;
@@ -64,7 +71,7 @@ CREATE TABLE app.older (LIKE app.records INCLUDING ALL);
 ALTER TABLE app.older DROP COLUMN recovery_state, DROP COLUMN recovery_point, DROP COLUMN fence, DROP COLUMN attempt;
 CREATE TABLE app.old_shape (LIKE app.older INCLUDING ALL);
 SELECT idem_bind_store('other', 'app.old_shape');
-ALTER TABLE app.old_shape ADD COLUMN attempt integer NOT NULL DEFAULT 1, ADD COLUMN fence bigint;
+ALTER TABLE app.old_shape ADD COLUMN attempt integer NOT NULL DEFAULT 1, ADD COLUMN fence bigint, ADD COLUMN recovery_point text, ADD COLUMN recovery_state jsonb;
 SELECT idem_bind_store('other', 'app.old_shape');
 -- A column dropped keeps its place: the table can no longer be a store.
 SELECT idem_bind_store('other', 'app.older');
@@ -277,6 +284,36 @@ SELECT namespace, store FROM idem_namespace_stats WHERE store IS NOT NULL ORDER 
 SELECT idem_bind_store('svc', 'app.records');
 SELECT kind FROM idem_begin('svc', 'pay-1', '{"amount": 5}');
 SELECT count(*) - :extensions_table_before AS added_to_the_extensions_table FROM idempotency_record;
+
+-- A BEFORE INSERT trigger that skips the store's own INSERT: the claim is
+-- refused, not answered fresh without a record (twice, for one key).
+CREATE FUNCTION app.skip_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+ALTER FUNCTION app.skip_insert() OWNER TO regress_idem_svc;
+CREATE TRIGGER skip_insert BEFORE INSERT ON app.records FOR EACH ROW EXECUTE FUNCTION app.skip_insert();
+BEGIN;
+SELECT kind FROM idem_begin('svc', 'skipped-1', '{"amount": 5}');
+ROLLBACK;
+SELECT count(*) AS skipped_rows FROM app.records WHERE key_value = 'skipped-1';
+DROP TRIGGER skip_insert ON app.records;
+-- The extension's own table made unlogged: a crash would lose committed
+-- records, and their retries begin again. Refused as a bound store is.
+ALTER TABLE idempotency_record SET UNLOGGED;
+BEGIN;
+SELECT kind FROM idem_begin('own-unlogged', 'k1', '{}');
+ROLLBACK;
+ALTER TABLE idempotency_record SET LOGGED;
+BEGIN;
+SELECT kind FROM idem_begin('own-unlogged', 'k1', '{}');
+ROLLBACK;
+-- The same for the finished record of a claim held by its lock, on the
+-- extension's table: a trigger added in the claiming transaction sends
+-- idem_commit through SQL, which must not pass a skipped insert as done.
+BEGIN;
+SELECT kind FROM idem_begin('own-skip', 'k1', '{"a": 1}');
+CREATE FUNCTION pg_temp.skip_finished() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+CREATE TRIGGER skip_finished BEFORE INSERT ON idempotency_record FOR EACH ROW EXECUTE FUNCTION pg_temp.skip_finished();
+SELECT idem_commit('own-skip', 'k1', '{"ok": true}');
+ROLLBACK;
 
 DELETE FROM app.records;
 SELECT idem_namespace_drop('svc'), idem_namespace_drop('svc-hashed');

@@ -1,6 +1,10 @@
 -- canonical: idem_canonical(jsonb) and idem_request_hash(jsonb).
 -- Keys sorted by code point at every depth (jsonb itself stores them
 -- shortest-first), arrays in order, no whitespace.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 SELECT idem_canonical('{"b": 1, "ab": 2, "a": {"z": [3, {"y": 1, "x": 2}], "": null}}');
 SELECT '{"b": 1, "ab": 2, "a": 3}'::jsonb::text AS jsonb_own_order,
        idem_canonical('{"b": 1, "ab": 2, "a": 3}') AS canonical_order;

@@ -7,7 +7,13 @@
 -- claim; and that anything an operator adds to the table (a trigger, a
 -- CHECK constraint, an index) sends the writes back through SQL, which
 -- honours it, in a session that wrote directly before and after.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
 CREATE EXTENSION IF NOT EXISTS amcheck;
+RESET client_min_messages;
+SET search_path = public, idempotency;
+-- An empty store, whatever ran before in this database.
+DELETE FROM idempotency_record;
 
 CREATE FUNCTION public.indexes_hold_every_row() RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE

@@ -3,6 +3,10 @@
 -- over once the lease has run out; the holder that still works moves its
 -- lease on with its fence, and is not taken over. Fenced as the transitions
 -- are; refused without a lease and for a record not in progress.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 DELETE FROM idempotency_record;
 SELECT namespace FROM idem_namespace_configure('hb', in_progress_lease => '1 hour');
 

@@ -1,6 +1,10 @@
 -- fingerprint: the parts of a request a namespace's fingerprint ignores
 -- (RFC 6901 JSON Pointers, idem_namespace_fingerprint), the canonical text
 -- and hash without them, and every refusal.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 DELETE FROM idempotency_record;
 
 -- What the pointers leave out: members, nested members, array elements,

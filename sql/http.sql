@@ -1,5 +1,11 @@
 -- http: idem_http_key and idem_http_response, the last mile from a header
 -- and an outcome to an HTTP status, headers and an RFC 9457 body.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
+-- An empty store, whatever ran before in this database.
+DELETE FROM idempotency_record;
 
 -- The Idempotency-Key header: a valid key, or the 400 response.
 SELECT * FROM idem_http_key('payments', '  7d1c-44a0  ');

@@ -1,5 +1,9 @@
 -- mint: idem_mint(namespace, parts) is lowercase hex SHA-256 over a
 -- length-prefixed UTF-8 encoding of the parts.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 SELECT idem_mint('payments', ARRAY['ab', 'c']) AS ab_c,
        idem_mint('payments', ARRAY['a', 'bc']) AS a_bc;
 -- Order matters; the namespace does not enter the hash (it scopes the store).

@@ -1,5 +1,9 @@
 -- namespace: 1 to 64 characters of a-z, 0-9, '-' and '_'; anything else is
 -- ERROR 22023 from every function that takes a namespace.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 SELECT idem_parse('a', 'k') AS one_char,
        idem_parse('payments-v2_eu', 'k') AS mixed,
        idem_parse(repeat('n', 64), 'k') AS sixty_four;

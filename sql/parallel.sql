@@ -4,6 +4,10 @@
 -- A function added as PARALLEL SAFE changes the first list below: give it a
 -- call in the query after it. (idem_stats_reset needs the library
 -- preloaded; test/t/004_counters.pl calls it in a parallel plan.)
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 SELECT p.oid::regprocedure AS parallel_safe, l.lanname AS language,
        p.prosrc ~* '\mexception\s+when\M' AS has_exception_block
 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang

@@ -1,5 +1,9 @@
 -- parse: idem_parse(namespace, raw) trims and validates a caller-supplied key.
 -- An absent header is not an error.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 SELECT idem_parse('payments', NULL) IS NULL AS absent_is_null;
 SELECT idem_parse('payments', '  order-1001  ') AS trimmed,
        idem_parse('payments', E'\t\n order 1001 \r') AS inner_space_kept,

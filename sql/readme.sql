@@ -1,6 +1,8 @@
 -- readme: the example in README.md, verbatim (test/bin/check-release checks
 -- that it is), run from a database without the extension.
-DROP EXTENSION idempotency;
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS idempotency;
+RESET client_min_messages;
 SET search_path = public;
 CREATE EXTENSION idempotency;
 BEGIN;

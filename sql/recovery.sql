@@ -5,6 +5,10 @@
 -- true and that point, so the new attempt resumes after it. in_flight and
 -- fresh answers say when the lease ends; idem_http_response turns it into
 -- Retry-After.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 DELETE FROM idempotency_record;
 SELECT namespace FROM idem_namespace_configure('rp', in_progress_lease => '1 hour');
 
@@ -115,9 +119,9 @@ SELECT pg_temp.late_response() AS retry_after;
 -- A lease end 90.2 s away answers 91.
 SELECT headers->>'Retry-After' AS retry_after
 FROM idem_http_response(ROW('in_flight', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, statement_timestamp() + interval '90.2 seconds', NULL, NULL, NULL)::idem_outcome);
--- A store the service owns of 0.7.0's shape (twelve columns) works, and
--- refuses recovery points with the ALTER TABLE that adds their columns; a
--- takeover there says so, without a point. Once altered it keeps them.
+-- A store the service owns of 0.7.0's shape (twelve columns) is refused,
+-- with the ALTER TABLE that adds the recovery columns; once altered it
+-- binds, and keeps recovery points.
 CREATE TABLE public.rp_old (
     namespace text COLLATE "C" NOT NULL, key_value text COLLATE "C" NOT NULL, status text NOT NULL,
     request_hash bytea NOT NULL, request_payload jsonb, result_payload jsonb, error_payload jsonb,
@@ -125,15 +129,9 @@ CREATE TABLE public.rp_old (
     attempt integer NOT NULL DEFAULT 1, fence bigint, PRIMARY KEY (namespace, key_value));
 SELECT namespace FROM idem_namespace_configure('rp-old', in_progress_lease => '1 hour');
 SELECT idem_bind_store('rp-old', 'public.rp_old');
+ALTER TABLE public.rp_old ADD COLUMN recovery_point text, ADD COLUMN recovery_state jsonb;
+SELECT idem_bind_store('rp-old', 'public.rp_old');
 SELECT fence AS old_fence FROM idem_begin('rp-old', 'pay-3', '{"amount": 3}') \gset
-SELECT idem_save_point('rp-old', 'pay-3', 'charged', NULL, :old_fence);
-UPDATE public.rp_old SET updated_at = now() - interval '2 hours';
-SELECT kind, attempt, takeover, recovery_point FROM idem_begin('rp-old', 'pay-3', '{"amount": 3}');
--- Half the columns: the hint adds the other.
-ALTER TABLE public.rp_old ADD COLUMN recovery_point text;
-SELECT fence AS old_fence FROM public.rp_old WHERE key_value = 'pay-3' \gset
-SELECT idem_save_point('rp-old', 'pay-3', 'charged', NULL, :old_fence);
-ALTER TABLE public.rp_old ADD COLUMN recovery_state jsonb;
 SELECT idem_save_point('rp-old', 'pay-3', 'charged', '{"charge_id": "ch_3"}', :old_fence) > now() AS recorded;
 UPDATE public.rp_old SET updated_at = now() - interval '2 hours';
 SELECT kind, attempt, takeover, recovery_point, recovery_state FROM idem_begin('rp-old', 'pay-3', '{"amount": 3}');

@@ -3,6 +3,10 @@
 -- (replay window, store_request, hash_keys, max_payload_bytes,
 -- require_registered_namespace); every error with its message and detail.
 -- Access between roles is tested in test/pgtap/namespace_access.sql.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 DELETE FROM idempotency_record;
 DELETE FROM idem_namespace_config;
 CREATE ROLE regress_idem_app;

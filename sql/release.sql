@@ -4,6 +4,10 @@
 -- a claim's lease runs; only the extension's owner may run it. Concurrent
 -- holders: test/isolation/specs/held_claims.spec; the counter and the log
 -- line: test/t/004_counters.pl.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 DELETE FROM idempotency_record;
 
 -- A committed result a bug recorded: released, and the key is fresh again.

@@ -3,6 +3,10 @@
 -- the scope and the client's key (docs/scale-out.md#scope). Two tenants
 -- that send the same Idempotency-Key get two records, and each retry finds
 -- its own.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 CREATE FUNCTION pg_temp.scoped(tenant text, header text) RETURNS text LANGUAGE sql AS
   $$SELECT idem_mint('scoped', ARRAY[tenant, (SELECT key FROM idem_http_key('scoped', header))])$$;
 BEGIN;

@@ -7,6 +7,12 @@
 -- value outlives its transaction and would reach the next client of a
 -- pooled connection), but a 1.0 schema reads none of them.
 -- track_counters, which shapes only the counters, stays settable.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+-- The sessions after each \c find the functions through the database's search_path.
+ALTER DATABASE :"DBNAME" SET search_path = public, idempotency;
+\c
 DELETE FROM idempotency_record;
 DELETE FROM idem_namespace_config;
 SELECT namespace FROM idem_namespace_configure('settings');
@@ -118,5 +124,24 @@ SELECT kind FROM idem_begin('settings', 'w', '{}', in_flight_wait => '1 day -1 h
 SELECT kind FROM idem_begin('settings', 'w', '{}', in_flight_wait => '25 days');
 \echo :LAST_ERROR_SQLSTATE
 
+-- The defaults' guard and scrub cover unregistered namespaces too, which
+-- follow the defaults as much as registered ones do: the default lease is
+-- not removed under an unregistered namespace's claim, and switching
+-- store_request off removes the requests it kept.
+SELECT in_progress_lease FROM idem_namespace_defaults(in_progress_lease => '1 hour');
+SELECT kind FROM idem_begin('unregistered', 'job', '{"a": 1}');
+SELECT in_progress_lease FROM idem_namespace_defaults(in_progress_lease => '0');
+DELETE FROM idempotency_record WHERE namespace = 'unregistered';
+BEGIN;
+SELECT kind FROM idem_begin('unregistered', 'pay', '{"card": "4111"}');
+SELECT idem_commit('unregistered', 'pay', '{}');
+COMMIT;
+SELECT store_request FROM idem_namespace_defaults(store_request => false, in_progress_lease => '0');
+SELECT namespace, request_payload FROM idempotency_record WHERE namespace = 'unregistered';
+SELECT store_request FROM idem_namespace_defaults(store_request => true);
+SELECT kind, recorded_request FROM idem_begin('unregistered', 'pay', '{"card": "other"}');
+DELETE FROM idempotency.idem_defaults;
+
 DELETE FROM idempotency_record;
 SELECT idem_namespace_drop('settings'), idem_namespace_drop('kept');
+ALTER DATABASE :"DBNAME" RESET search_path;

@@ -7,8 +7,8 @@
 -- updated.
 \set SHOW_CONTEXT never
 SET client_min_messages = warning;
-DROP EXTENSION idempotency;
-DROP SCHEMA idempotency;
+DROP EXTENSION IF EXISTS idempotency;
+DROP SCHEMA IF EXISTS idempotency;
 RESET client_min_messages;
 CREATE ROLE regress_squatter;
 GRANT CREATE ON DATABASE :"DBNAME" TO regress_squatter;

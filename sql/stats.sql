@@ -1,6 +1,10 @@
 -- stats: idem_namespace_stats counts the table per namespace; idem_stats
 -- reports the counters, which are off here because pg_regress does not
 -- preload the library (test/t/004_counters.pl runs with them on).
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 DELETE FROM idempotency_record;
 
 -- Without preloading: counters_on is false, every counter NULL; the size is there.

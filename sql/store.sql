@@ -1,6 +1,12 @@
 -- store: idem_begin, idem_commit, idem_fail_permanent, idem_fail_transient
 -- and idem_purge inside the caller's transaction; every outcome, every
 -- transition, every error, and "nothing changed" after each error.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
+-- An empty store, whatever ran before in this database.
+DELETE FROM idempotency_record;
 CREATE TEMP VIEW records AS
 SELECT namespace, key_value, status, result_payload, error_payload,
        expires_at - created_at AS replay_window, octet_length(request_hash) AS hash_bytes, request_payload

@@ -3,6 +3,10 @@
 -- caller's type, with ID001 when the stored shape no longer fits it.
 -- PL/pgSQL line numbers in CONTEXT lines would tie this file to the
 -- function's layout; messages, details and hints are what matters.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 \set SHOW_CONTEXT never
 CREATE TYPE pg_temp.charge AS (amount integer, currency text);
 CREATE TYPE pg_temp.receipt AS (payment_id integer, charged pg_temp.charge, tags text[]);

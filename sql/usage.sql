@@ -1,5 +1,9 @@
 -- usage: every recipe of docs/usage.md, verbatim and in order (test/bin/check-release
 -- checks that they are), so the recipes cannot drift from the extension.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idempotency;
+RESET client_min_messages;
+SET search_path = public, idempotency;
 
 CREATE TABLE payments (
     id       bigserial PRIMARY KEY,
@@ -194,8 +198,8 @@ FROM idempotency.idem_namespace_configure('signups', replay_window => '7 days',
                                           store_request => false, hash_keys => true);
 SELECT idempotency.idem_grant('signups', 'signup_app');
 
--- A typo in a namespace is an error for this role, not a new keyspace.
-ALTER ROLE signup_app SET idempotency.require_registered_namespace = on;
+-- A typo in a namespace is an error, not a new keyspace (for every role).
+SELECT require_registered FROM idempotency.idem_namespace_defaults(require_registered => true);
 
 SELECT namespace, grantees FROM idempotency.idem_namespaces WHERE namespace = 'signups';
 
@@ -206,6 +210,8 @@ SELECT idempotency.idem_commit('signups', 'signup:ann@example.com', '{"user_id":
 COMMIT;
 SELECT kind FROM idempotency.idem_begin('payments', 'k-1', '{}');   -- not its namespace: 42501
 RESET ROLE;
+-- (Not in the guide: back to the built-in default for the rest of this file.)
+SELECT require_registered FROM idempotency.idem_namespace_defaults(require_registered => false);
 
 -- (A 1-second lease so that this example runs quickly; minutes in real life.)
 SELECT in_progress_lease FROM idempotency.idem_namespace_configure('exports', in_progress_lease => '1 second');

@@ -22,7 +22,12 @@ extern "C" {
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/tableam.h"
+#include "miscadmin.h"
+#include "postmaster/autovacuum.h"
+#include "replication/walsender.h"
 #include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/guc.h"
 }
@@ -70,27 +75,70 @@ inline TableScanDesc table_beginscan(Relation rel, Snapshot snapshot, int nkeys,
 }
 
 // ---- Shared memory requests -------------------------------------------------
-// From 15, a preloaded library must ask for shared memory inside
-// shmem_request_hook; before 15 it asks directly from _PG_init. Call from
-// _PG_init while shared_preload_libraries is processed, once.
+// From 15, a preloaded library must ask for shared memory and named LWLocks
+// inside shmem_request_hook, where MaxBackends is known; before 15 it asks
+// directly from _PG_init. bytes is called then. Call from _PG_init while
+// shared_preload_libraries is processed, once.
 namespace detail {
-inline Size shmem_bytes = 0;
+inline Size (*shmem_bytes)() = nullptr;
+inline const char* tranche = nullptr;
+inline int tranche_locks = 0;
+inline void request_now() {
+  RequestAddinShmemSpace(shmem_bytes());
+  if (tranche != nullptr) RequestNamedLWLockTranche(tranche, tranche_locks);
+}
 #if PG_VERSION_NUM >= 150000
 inline shmem_request_hook_type previous_shmem_request = nullptr;
 inline void shmem_request() {
   if (previous_shmem_request) previous_shmem_request();
-  RequestAddinShmemSpace(shmem_bytes);
+  request_now();
 }
 #endif
 }  // namespace detail
 
-inline void request_shmem(Size bytes) {
+inline void request_shmem(Size (*bytes)(), const char* tranche, int locks) {
   detail::shmem_bytes = bytes;
+  detail::tranche = tranche;
+  detail::tranche_locks = locks;
 #if PG_VERSION_NUM >= 150000
   detail::previous_shmem_request = shmem_request_hook;
   shmem_request_hook = detail::shmem_request;
 #else
-  RequestAddinShmemSpace(bytes);
+  detail::request_now();
+#endif
+}
+
+// ---- Shared hash tables -------------------------------------------------------
+// 19 gave ShmemInitHash one size (nelems) where it took an initial and a
+// maximum one; ours are of fixed size, the two alike.
+inline HTAB* shmem_init_hash(const char* name, long size, HASHCTL* info, int flags) {
+#if PG_VERSION_NUM >= 190000
+  return ::ShmemInitHash(name, size, info, flags);
+#else
+  return ::ShmemInitHash(name, size, size, info, flags);
+#endif
+}
+
+// ---- Backends -----------------------------------------------------------------
+// How many backends may run at once (their PGPROCs are numbered from 0):
+// 15 computes MaxBackends before shmem_request_hook; before 15 _PG_init runs
+// before it is computed, so it is the same sum of the settings (12 to 14).
+inline int max_backends() {
+#if PG_VERSION_NUM >= 150000
+  return MaxBackends;
+#else
+  return MaxBackends > 0 ? MaxBackends
+                         : MaxConnections + autovacuum_max_workers + 1 + max_worker_processes + max_wal_senders;
+#endif
+}
+
+// This backend's number among the PGPROCs: 17 named it MyProcNumber;
+// before, MyProc->pgprocno (-1 before the backend has a PGPROC).
+inline int my_proc_number() {
+#if PG_VERSION_NUM >= 170000
+  return MyProcNumber;
+#else
+  return MyProc != nullptr ? MyProc->pgprocno : -1;
 #endif
 }
 

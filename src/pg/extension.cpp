@@ -7,6 +7,7 @@
 #include <string>
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -29,11 +30,10 @@ namespace {
 struct Relations {
   Oid table = InvalidOid;
   Oid pkey = InvalidOid;
-  Registry registry = {false, false, false, InvalidOid, InvalidOid, InvalidOid, InvalidOid};
-  Oid secret_table = InvalidOid;  // idem_lock_secret (0.5.0)
+  Registry registry = {InvalidOid, InvalidOid, InvalidOid, InvalidOid};
+  Oid secret_table = InvalidOid;  // idem_lock_secret
   bool has_secret = false;
   uint8 secret[lock_secret_size] = {};
-  bool fenced = false;
 };
 Relations cached;
 // Bumped by every relcache invalidation, whatever relation it names: a
@@ -97,16 +97,14 @@ Relations look_up(bool& consistent) {
   }
   if (!OidIsValid(r.table) || !OidIsValid(r.pkey))
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state, "the idempotency store is not installed",
-                      "Run ALTER EXTENSION idempotency UPDATE to install release 0.2.0 or later.");
+                      "Run CREATE EXTENSION idempotency, or ALTER EXTENSION idempotency UPDATE.");
   consistent = IndexGetRelation(r.pkey, true) == r.table;
   r.registry.config = get_relname_relid("idem_namespace_config", schema);
   r.registry.grant = get_relname_relid("idem_namespace_grant", schema);
-  r.registry.installed = OidIsValid(r.registry.config) && OidIsValid(r.registry.grant);
-  r.registry.binds = r.registry.installed && get_attnum(r.registry.config, "store") != InvalidAttrNumber;
-  r.registry.fingerprints =
-      r.registry.installed && get_attnum(r.registry.config, "fingerprint_ignore") != InvalidAttrNumber;
+  if (!OidIsValid(r.registry.config) || !OidIsValid(r.registry.grant) ||
+      get_attnum(r.registry.config, "fingerprint_ignore") == InvalidAttrNumber)
+    schema_too_old();
   for (const Oid relid : {r.table, r.registry.config, r.registry.grant}) {
-    if (!OidIsValid(relid)) continue;
     const CitusTable t = citus_table(relid);
     if (t.method == '\0') continue;
     // The registry as reference tables (idem_distribute_registry): every
@@ -127,7 +125,6 @@ Relations look_up(bool& consistent) {
   const Oid internal = get_namespace_oid("idempotency_internal", true);
   r.secret_table = OidIsValid(internal) ? get_relname_relid("idem_lock_secret", internal) : InvalidOid;
   if (!OidIsValid(r.secret_table)) r.secret_table = get_relname_relid("idem_lock_secret", schema);
-  r.fenced = OidIsValid(r.secret_table) && get_attnum(r.table, "fence") == 12;
   r.has_secret = OidIsValid(r.secret_table) && read_secret(r.secret_table, r.secret);  // may accept invalidations
   return r;
 }
@@ -158,10 +155,15 @@ Registry registry() { return relations().registry; }
 
 OwnTable own_table() {
   const Relations r = relations();
-  return OwnTable{r.table, r.pkey, r.fenced};
+  return OwnTable{r.table, r.pkey};
 }
 
-bool fenced_schema() { return relations().fenced; }
+void schema_too_old() {
+  throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                    "the idempotency extension's schema is older than its library",
+                    "This library serves the schemas of releases 0.9.0 and later; the database has an older one.",
+                    "Run ALTER EXTENSION idempotency UPDATE.");
+}
 
 const uint8* lock_secret() {
   (void)relations();

@@ -1,9 +1,9 @@
 // extension.hpp: the extension's own relations as this backend sees them:
-// its record table and that table's primary key, the namespace registry,
-// the lock secret, and what the installed schema has (0.3.0's has no
-// registry, 0.4's no fence, 0.5.0's no store binding, 0.9's no defaults
-// table; from 1.0.0 the lock secret is in idempotency_internal). Looked up once per
-// backend and again after any invalidation that concerns them.
+// its record table and that table's primary key, the namespace registry
+// and the lock secret (in idempotency_internal from 1.0.0, in the schema
+// itself in 0.9; 0.9 has no defaults table). Looked up once per backend and
+// again after any invalidation that concerns them. A schema older than
+// 0.9.0 is refused: this library serves releases N and N-1.
 #pragma once
 
 #include "postgres.hpp"
@@ -13,15 +13,8 @@ namespace idem::pg {
 // Forgets the cached OIDs and lock secret when one of them changes (relcache hook, module.cpp).
 void extension_relation_changed(Oid relid) noexcept;
 
-// The namespace registry's tables and the store's owner. installed is false
-// while the schema is still 0.3.0's (the library was updated, the extension
-// not yet): then there is no registry, and the caller's own privileges
-// apply. binds is false while it is older than 0.6.0: namespaces have no
-// store of their own then.
+// The namespace registry's tables and the store's owner.
 struct Registry {
-  bool installed;
-  bool binds;
-  bool fingerprints;  // 0.9.0 or later: idem_namespace_config.fingerprint_ignore
   Oid owner;     // owner of idempotency_record: the registry is read, and its table written, as this role
   Oid config;    // idem_namespace_config
   Oid grant;     // idem_namespace_grant
@@ -29,21 +22,20 @@ struct Registry {
 };
 Registry registry();
 
-// The extension's record table and its primary key (OIDs), and whether the
-// schema is 0.5.0's or later: records carry a fence, and lock tags are
-// keyed with the secret. Raises 55000 when the store is not installed and
+// The extension's record table and its primary key (OIDs). Raises 55000
+// when the store is not installed or its schema is older than 0.9.0, and
 // 0A000 when Citus manages the extension's tables.
 struct OwnTable {
   Oid table;
   Oid pkey;
-  bool fenced;
 };
 OwnTable own_table();
 
-// Whether the installed schema is 0.5.0's or later (own_table().fenced).
-bool fenced_schema();
+// Raises 55000 for a schema older than this library serves (0.9.0), with
+// the update to run.
+[[noreturn]] void schema_too_old();
 
-// The lock secret's 32 bytes, or nullptr for a schema without one (0.4).
+// The lock secret's 32 bytes, or nullptr while its table has no row.
 // Points into this backend's cache: copy what is needed before the next
 // catalog access.
 const uint8* lock_secret();

@@ -9,8 +9,10 @@
 #include <cstring>
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "commands/trigger.h"
 #include "utils/acl.h"
 #include "storage/lmgr.h"
@@ -106,25 +108,16 @@ HTAB* policy_cache(const Registry& r) {
 // The namespace's row and grants, read as the store's owner with the latest
 // snapshot: a change committed by another session after this transaction
 // began is seen, so a cache refilled after its invalidation is never stale.
-// (A schema older than 0.6.0 binds no namespace to a store: the second form.)
-// Since 0.6.0 also the names the registry's writers gave the grantees and
-// the store, which a node under Citus compares with what their OIDs name
-// there (load).
-#define READ_POLICY(STORE)                                                                                  \
-  "SELECT c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys, c.max_payload_bytes,"        \
-  " ARRAY(SELECT g.grantee::pg_catalog.oid FROM idempotency.idem_namespace_grant g"                        \
-  "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace ORDER BY g.grantee::pg_catalog.oid), " STORE
-#define BOUND_POLICY(FINGERPRINT)                                                                           \
-  READ_POLICY("c.store::pg_catalog.oid,"                                                                    \
-              " ARRAY(SELECT g.grantee_name FROM idempotency.idem_namespace_grant g"                        \
-              "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace ORDER BY g.grantee::pg_catalog.oid)," \
-              " c.store_name, " FINGERPRINT)                                                                \
-  " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1"
-Statement read_policy = {BOUND_POLICY("c.fingerprint_ignore"), 1, {TEXTOID}, nullptr, true};
-// (0.6.0 to 0.8.0: no pointers a fingerprint ignores.)
-Statement read_policy_unfingerprinted = {BOUND_POLICY("NULL::pg_catalog.text[]"), 1, {TEXTOID}, nullptr, true};
-Statement read_policy_unbound = {
-    READ_POLICY("NULL::pg_catalog.oid, NULL::pg_catalog.text[], NULL::pg_catalog.text, NULL::pg_catalog.text[]")
+// Also the names the registry's writers gave the grantees and the store,
+// which a node under Citus compares with what their OIDs name there (load).
+Statement read_policy = {
+    "SELECT c.replay_window, c.in_progress_lease, c.store_request, c.hash_keys, c.max_payload_bytes,"
+    " ARRAY(SELECT g.grantee::pg_catalog.oid FROM idempotency.idem_namespace_grant g"
+    "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace ORDER BY g.grantee::pg_catalog.oid),"
+    " c.store::pg_catalog.oid,"
+    " ARRAY(SELECT g.grantee_name FROM idempotency.idem_namespace_grant g"
+    "       WHERE g.namespace OPERATOR(pg_catalog.=) c.namespace ORDER BY g.grantee::pg_catalog.oid),"
+    " c.store_name, c.fingerprint_ignore"
     " FROM idempotency.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) $1",
     1,
     {TEXTOID},
@@ -219,8 +212,7 @@ void load(Entry* e, const text* ns, const Registry& r) {
   Datum row[10];
   bool nulls[10];
   const Datum values[1] = {PointerGetDatum(ns)};
-  Statement& read = r.fingerprints ? read_policy : r.binds ? read_policy_unfingerprinted : read_policy_unbound;
-  if (execute(read, values, " ", row, nulls) == 0) return;
+  if (execute(read_policy, values, " ", row, nulls) == 0) return;
   e->registered = true;
   if (!nulls[0]) e->has_replay_window = true, e->replay_window = *DatumGetIntervalP(row[0]);
   if (!nulls[1]) {
@@ -243,7 +235,7 @@ void load(Entry* e, const text* ns, const Registry& r) {
   // A grant whose role has another name here counts for nothing, and a
   // store of another name is refused (authorize), until
   // idem_distribute_registry writes the rows again by name.
-  const bool check_names = r.binds && citus_installed() && citus_manages(r.config);
+  const bool check_names = citus_installed() && citus_manages(r.config);
   Datum* names = nullptr;
   bool* name_nulls = nullptr;
   int name_count = 0;
@@ -326,9 +318,27 @@ void key_hex(const text* key, char (&hex)[65]) {
 
 }  // namespace
 
+// Warns, once per backend, of a server setting set for a 0.9 schema that
+// a 1.0 schema no longer reads: the operator meant it, and it is ignored.
+void warn_of_old_setting() {
+  static bool warned = false;
+  const char* name = setting_no_longer_applying();
+  if (warned || name == nullptr) return;
+  warned = true;
+  ereport(WARNING, (errcode(ERRCODE_WARNING_DEPRECATED_FEATURE),
+                    errmsg("setting \"%s\" no longer applies", name),
+                    errdetail("From idempotency 1.0.0 the defaults of namespaces come from idem_defaults; the "
+                              "update to 1.0.0 copied the server's values there."),
+                    errhint("See them with SELECT * FROM idempotency.idem_defaults, change them with "
+                            "idem_namespace_defaults, and remove %s where it is set (postgresql.conf, ALTER "
+                            "DATABASE or ALTER ROLE ... SET).",
+                            name)));
+}
+
 Defaults namespace_defaults() {
   const Registry r = registry();
   if (!OidIsValid(r.defaults)) return defaults_from_settings();
+  warn_of_old_setting();
   if (defaults_cached && cached_defaults_table == r.defaults) return cached_defaults;
   // As a namespace's entry is loaded (lookup): locked first, read with a
   // newer snapshot, cached only if no invalidation came meanwhile.
@@ -350,14 +360,6 @@ Policy authorize(const text* ns) {
   AcceptInvalidationMessages();
   const Registry r = registry();
   Policy p{};
-  if (!r.installed) {  // a 0.3.0 schema with this library: the table's privileges decide, as in 0.3.0
-    const Defaults d = defaults_from_settings();
-    p.store_request = true;
-    p.replay_window = d.replay_window;
-    p.max_payload_bytes = d.max_payload_bytes;
-    p.in_flight_wait_ms = d.in_flight_wait_ms;
-    return p;
-  }
   const Entry e = lookup(ns, r);
   if (!may_use(e, r.owner))
     throw core::Error(core::sqlstate::insufficient_privilege,
@@ -448,10 +450,14 @@ IDEM_FUNCTION(idem_namespace_changed) {
   CacheInvalidateRelcache(changed);
   // Under Citus the trigger fires on a node's placement of the registry
   // (a reference table's shard): the caches watch the tables of the
-  // registry's own names, so tell them too.
-  const idem::pg::Registry r = idem::pg::registry();
-  for (const Oid relid : {r.config, r.grant})
+  // registry's own names, so tell them too. Looked up by name, not through
+  // registry(): the trigger also fires in the update scripts of releases
+  // this library no longer serves.
+  const Oid schema = get_namespace_oid("idempotency", true);
+  for (const char* name : {"idem_namespace_config", "idem_namespace_grant"}) {
+    const Oid relid = OidIsValid(schema) ? get_relname_relid(name, schema) : InvalidOid;
     if (OidIsValid(relid) && relid != RelationGetRelid(changed)) CacheInvalidateRelcacheByRelid(relid);
+  }
   return PointerGetDatum(NULL);  // no tuple: a statement trigger
 }
 

@@ -112,10 +112,7 @@ Probe probe_in_place(Prober* pr, const text* key, const text* given_key, bool ch
       p.request_hash = slot->tts_values[col_request_hash - 1];
       p.request_null = slot->tts_isnull[col_request_payload - 1];
       if (!p.request_null) p.request_payload = slot->tts_values[col_request_payload - 1];
-      // A 0.3.0 table has no attempt column: every record is a first attempt.
-      p.attempt = slot->tts_tupleDescriptor->natts >= col_attempt && !slot->tts_isnull[col_attempt - 1]
-                      ? DatumGetInt32(slot->tts_values[col_attempt - 1])
-                      : 1;
+      p.attempt = slot->tts_isnull[col_attempt - 1] ? 1 : DatumGetInt32(slot->tts_values[col_attempt - 1]);
       p.result_null = slot->tts_isnull[col_result_payload - 1];
       p.error_null = slot->tts_isnull[col_error_payload - 1];
       if (!p.result_null) p.result_payload = slot->tts_values[col_result_payload - 1];
@@ -155,6 +152,12 @@ bool answerable_unlocked(const Probe& p) {
   // later than any transaction begun yet: answerable), or it was written
   // frozen (COPY FREEZE) since the snapshot (it reads as earlier: not).
   return p.frozen && TransactionIdFollowsOrEquals(p.xmin, XidFromFullTransactionId(ReadNextFullTransactionId()));
+}
+
+bool final_unlocked(const Probe& p) {
+  core::Look look{};
+  look.found = p.found, look.status = p.status;
+  return core::final_without_locks(look, p.found == Found::row && answerable_unlocked(p));
 }
 
 TimestampTz takeover_from(const Probe& p, const Policy& policy) {

@@ -3,6 +3,7 @@
 // in progress without waiting for them.
 #pragma once
 
+#include "../core/decide.hpp"
 #include "postgres.hpp"
 #include "policy.hpp"
 #include "store.hpp"
@@ -13,8 +14,8 @@ extern "C" {
 
 namespace idem::pg {
 
-// What the probe found for one (namespace, key).
-enum class Found { nothing, busy, row };
+// What the probe found for one (namespace, key): core::Found's three.
+using Found = core::Found;
 
 struct Probe {
   Found found;
@@ -87,6 +88,10 @@ Probe probe_key(const Store& store, const text* ns, const text* key, const text*
 // policy changed and changed back meanwhile (and a key of another form
 // found): such a key is decided under the namespace's lock instead.
 bool answerable_unlocked(const Probe& p);
+
+// Whether the first look's p is final and answers there (core::
+// final_without_locks): a committed or failed row answerable_unlocked.
+bool final_unlocked(const Probe& p);
 
 // From when an in_progress record that another transaction committed (p, a
 // row) may be taken over: once its namespace's lease has run out since it

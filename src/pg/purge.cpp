@@ -9,6 +9,7 @@
 #include "purge.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/genam.h"
 #include "access/nbtree.h"
 #include "access/stratnum.h"
@@ -37,6 +38,7 @@ extern "C" {
 
 #include "../core/error.hpp"
 #include "compat.hpp"
+#include "stats.hpp"
 #include "write.hpp"
 
 namespace idem::pg {
@@ -255,7 +257,10 @@ bool sweep(Chunk& c, IndexScanDesc scan, const ItemPointerData* after) {
     }
     if (!doomed(c.slot, *c.leases, c.now, false)) continue;
     ItemPointerData tid = c.slot->tts_tid;
-    if (remove(c.table, &tid, c.snapshot, c.cid, c.locked, *c.leases, c.now)) ++c.purged;
+    if (!remove(c.table, &tid, c.snapshot, c.cid, c.locked, *c.leases, c.now)) continue;
+    ++c.purged;
+    // doomed deformed the status, and so the namespace before it.
+    count_in(DatumGetTextPP(c.slot->tts_values[col_namespace - 1]), ns_purged_rows);
   }
   return true;
 }

@@ -121,6 +121,7 @@ static Datum idem_release_key_common(FunctionCallInfo fcinfo) {
                           "security policy of its store kept the delete from it.",
                       "Look at the key again (idem_key_state) and release it if it still needs it.");
   pg::count(pg::released_keys);
+  pg::count_in(ns, pg::ns_released_keys);
   // Logged when released, as the counters count: a rollback undoes the
   // release, not the line. Without the statement or the context (a
   // PL/pgSQL caller's line), which name the key.

@@ -14,6 +14,7 @@ extern "C" {
 
 #include "../core/error.hpp"
 #include "compat.hpp"
+#include "extension.hpp"
 #include "isolate.hpp"
 #include "stats.hpp"
 
@@ -143,6 +144,14 @@ void define_settings() {
       "idempotency.track_counters", "Whether calls add to the counters of idem_stats.",
       "Takes effect only when the library is in shared_preload_libraries.", &track_counters, true, PGC_SUSET, 0,
       nullptr, nullptr, nullptr);
+  // A server setting can be defined only while the server starts (when the
+  // library is preloaded, the only case in which it means something).
+  if (process_shared_preload_libraries_in_progress)
+    DefineCustomIntVariable(
+        "idempotency.tracked_namespaces", "How many namespaces the counters of idem_metrics keep apart.",
+        "Of all databases; a namespace first counted once that many are counts under \"_other\" in its "
+        "database. Defined only when the library is in shared_preload_libraries.",
+        &tracked_namespaces, 1000, 0, 100000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "idempotency.in_progress_lease", "Default in-progress lease of a namespace.",
       "An in_progress record older than this may be taken over by a begin with the same request; "
@@ -182,7 +191,9 @@ void define_settings() {
 }
 
 void require_trusted_settings() {
-  if (untrusted < 0) return;
+  // From 1.0.0 the defaults are idem_defaults' row: these settings only
+  // serve a 0.9 schema, the one a session's value could change.
+  if (untrusted < 0 || OidIsValid(registry().defaults)) return;
   throw core::Error(
       core::sqlstate::cant_change_runtime_param, "the idempotency settings of this session cannot be trusted",
       std::string(guarded[untrusted].name) +
@@ -191,6 +202,16 @@ void require_trusted_settings() {
           "would use the built-in default in place of the configured value.",
       "Reconnect without setting it (and remove database or role values of idempotency.in_progress_lease), or "
       "load the library with shared_preload_libraries, which refuses such values when they are set.");
+}
+
+const char* setting_no_longer_applying() {
+  if (replay_window_seconds != 24 * 60 * 60) return "idempotency.replay_window";
+  if (in_progress_lease_seconds != 0) return "idempotency.in_progress_lease";
+  if (!store_request_default) return "idempotency.store_request";
+  if (max_payload_bytes != 16 * 1024 * 1024) return "idempotency.max_payload_bytes";
+  if (in_flight_wait_ms != 0) return "idempotency.in_flight_wait";
+  if (require_registered_namespace) return "idempotency.require_registered_namespace";
+  return nullptr;
 }
 
 }  // namespace idem::pg

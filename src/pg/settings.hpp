@@ -40,11 +40,17 @@ extern bool require_registered_namespace;
 // only the counters, is a superuser setting a session may set.
 void define_settings();
 
+// The first of the settings idem_defaults replaced in 1.0.0 whose value
+// here is not its built-in default, or nullptr: on a 1.0 schema such a
+// value no longer applies, and the store warns of it (policy.cpp).
+const char* setting_no_longer_applying();
+
 // Raises 55P02 when a value this session had for one of those settings
 // before the library was loaded was refused when it loaded in a way that
 // left the built-in default in place of the configured value (a
 // connection's option; a database's or role's value the setting does not
-// allow). Every store call and registry function asks first.
+// allow), on a 0.9 schema, which still takes its defaults from them. Every
+// store call and registry function asks first.
 void require_trusted_settings();
 
 }  // namespace idem::pg

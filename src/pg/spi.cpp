@@ -156,7 +156,7 @@ uint64 execute(Statement& st, const Datum* values, const char* nulls, Datum* row
   MemoryContext caller = CurrentMemoryContext;
   const Registry r = registry();
   if (SPI_connect() != SPI_OK_CONNECT) throw core::Error(core::sqlstate::internal_error, "SPI_connect failed");
-  const Oid owner = r.installed ? r.owner : InvalidOid;
+  const Oid owner = r.owner;
   if (st.plan == nullptr) st.plan = keep(st.sql, st.nargs, st.types, owner);
   const uint64 processed = run(st.plan, st.latest_snapshot, owner, values, nulls, row, row_nulls, caller);
   SPI_finish();
@@ -167,8 +167,7 @@ uint64 execute(const StoreStatement& st, const Store& store, const Datum* values
                bool* row_nulls) {
   MemoryContext caller = CurrentMemoryContext;
   const PlanKey key{&st, store.table};
-  // A 0.3.0 schema with this library: the caller's own privileges, as in 0.3.0.
-  const Oid owner = store.own && !registry().installed ? InvalidOid : store.owner;
+  const Oid owner = store.owner;
   if (SPI_connect() != SPI_OK_CONNECT) throw core::Error(core::sqlstate::internal_error, "SPI_connect failed");
   auto* p = static_cast<Prepared*>(hash_search(prepared_plans(), &key, HASH_FIND, nullptr));
   if (p != nullptr && p->stale) {

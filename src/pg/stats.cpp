@@ -10,6 +10,7 @@
 #include "stats.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
 #include "funcapi.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
@@ -46,6 +47,7 @@ void attach_memory() {
     for (pg_atomic_uint64& v : shared->values) pg_atomic_init_u64(&v, 0);
     pg_atomic_init_u64(&shared->reset_at, static_cast<uint64>(GetCurrentTimestamp()));
   }
+  attach_namespace_stats();
   LWLockRelease(AddinShmemInitLock);
 }
 
@@ -55,8 +57,18 @@ void count(Counter c, uint64 n) {
   if (shared != nullptr && track_counters) pg_atomic_fetch_add_u64(&shared->values[c], n);
 }
 
+void count_begin(const text* ns, int kind) {
+  if (shared == nullptr || !track_counters) return;
+  pg_atomic_fetch_add_u64(&shared->values[begin_fresh + kind], 1);
+  count_begin_in(ns, kind);
+}
+
+// The server's counters and the namespaces' (namespace_stats.cpp), with
+// the lock the namespaces' table is guarded by.
+Size stats_bytes() { return MAXALIGN(sizeof(SharedCounters)) + namespace_stats_bytes(); }
+
 void request_stats_memory() {
-  compat::request_shmem(MAXALIGN(sizeof(SharedCounters)));
+  compat::request_shmem(stats_bytes, "idempotency namespaces", 1);
   previous_startup = shmem_startup_hook;
   shmem_startup_hook = attach_memory;
 }
@@ -89,14 +101,16 @@ IDEM_FUNCTION(idem_stats_counters) {
   return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls));
 }
 
-// Sets every counter back to zero and stats_reset to now. Counts that race
-// with the reset land on either side of it.
+// Sets every counter back to zero, the namespaces' too (which are
+// forgotten), and stats_reset to now. Counts that race with the reset land
+// on either side of it.
 IDEM_FUNCTION(idem_stats_reset) {
   (void)fcinfo;
   if (shared == nullptr)
     throw idem::core::Error(idem::core::sqlstate::object_not_in_prerequisite_state, "idempotency counters are off",
                             "The counters need the library in shared_preload_libraries.");
   for (pg_atomic_uint64& v : shared->values) pg_atomic_write_u64(&v, 0);
+  idem::pg::reset_namespace_stats();
   pg_atomic_write_u64(&shared->reset_at, static_cast<uint64>(GetCurrentTimestamp()));
   PG_RETURN_VOID();
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/genam.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -29,6 +30,7 @@ extern "C" {
 }
 
 #include "../core/error.hpp"
+#include "backend.hpp"
 #include "citus.hpp"
 #include "compat.hpp"
 #include "extension.hpp"
@@ -41,9 +43,7 @@ namespace {
 
 // Each column as the install scripts create it: its name, type and NOT NULL,
 // and its definition for the ALTER TABLE that brings an older store's shape
-// up to date. A store's shape is the prefix of these columns it has: a
-// release that needs more refuses a store that lacks them, and says how to
-// add them.
+// up to date (a store made before 0.8.0 lacks the last columns).
 struct Expected {
   const char* name;
   Oid type;
@@ -67,19 +67,6 @@ constexpr Expected expected_columns[col_recovery_state] = {
     {"recovery_state", JSONBOID, false, "jsonb"},
 };
 
-// Whether column i (0-based) of desc is as expected_columns says.
-bool column_is(TupleDesc desc, int i) {
-  if (i >= desc->natts) return false;
-  const Form_pg_attribute att = TupleDescAttr(desc, i);
-  return !att->attisdropped && std::strcmp(NameStr(att->attname), expected_columns[i].name) == 0 &&
-         att->atttypid == expected_columns[i].type && att->attnotnull == expected_columns[i].not_null;
-}
-
-// Whether desc has the recovery columns at their places.
-bool has_recovery_columns(TupleDesc desc) {
-  return column_is(desc, col_recovery_point - 1) && column_is(desc, col_recovery_state - 1);
-}
-
 // What is known of one table, keyed by its OID.
 struct Known {
   Oid table;  // hash key
@@ -87,7 +74,6 @@ struct Known {
   Oid expires_index;  // InvalidOid unless direct
   Oid owner;
   bool direct;
-  bool recovers;
 };
 
 HTAB* known = nullptr;
@@ -150,9 +136,8 @@ Oid key_index(Relation rel) {
 }
 
 // The expires_at index when the store's rows may be written through heapam
-// directly (write.cpp): a heap table of exactly the twelve columns (or the
-// fourteen with the recovery columns), no trigger, rule, row security or
-// CHECK constraint, and no index but the key
+// directly (write.cpp): a heap table of exactly the fourteen columns, no
+// trigger, rule, row security or CHECK constraint, and no index but the key
 // and the one on expires_at, both plain btrees. Anything an operator added
 // makes it InvalidOid, and the writes go through SQL, which honours it.
 Oid direct_index(Relation rel, Oid pkey) {
@@ -160,7 +145,7 @@ Oid direct_index(Relation rel, Oid pkey) {
   bool plain = rel->rd_rel->relam == HEAP_TABLE_AM_OID && rel->rd_rel->relkind == RELKIND_RELATION &&
                rel->trigdesc == nullptr && rel->rd_rules == nullptr && !rel->rd_rel->relrowsecurity &&
                !rel->rd_rel->relforcerowsecurity &&
-               (desc->natts == col_fence || (desc->natts == col_recovery_state && has_recovery_columns(desc))) &&
+               desc->natts == col_recovery_state &&
                (desc->constr == nullptr || desc->constr->num_check == 0);
   for (int i = 0; plain && i < desc->natts; ++i) {
     const Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -180,100 +165,99 @@ Oid direct_index(Relation rel, Oid pkey) {
   return plain ? expires : InvalidOid;
 }
 
-// Nothing when rel has a bound store's shape, else what is wrong (palloc'd).
-ShapeProblem shape_problem(Relation rel) {
-  StringInfoData why;
-  initStringInfo(&why);
+// What makes rel no table a store can be, whatever its columns (nullptr:
+// nothing).
+const char* table_problem(Relation rel) {
   const char* name = RelationGetRelationName(rel);
-  if (rel->rd_rel->relkind != RELKIND_RELATION) {
-    appendStringInfo(&why, "%s is not a plain table.", name);
-    return {why.data, nullptr};
-  }
+  if (rel->rd_rel->relkind != RELKIND_RELATION) return psprintf("%s is not a plain table.", name);
   if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT) {
-    appendStringInfo(&why,
-                     "%s is %s: a crash%s would lose records that were committed, and their retries would begin "
-                     "again.",
-                     name, rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ? "unlogged" : "temporary",
-                     rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED ? "" : " or the end of its session");
-    return {why.data, nullptr};
+    const bool unlogged = rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED;
+    return psprintf("%s is %s: a crash%s would lose records that were committed, and their retries would begin "
+                    "again.",
+                    name, unlogged ? "unlogged" : "temporary", unlogged ? "" : " or the end of its session");
   }
-  if (has_superclass(RelationGetRelid(rel)) || find_inheritance_children(RelationGetRelid(rel), NoLock) != NIL) {
-    appendStringInfo(&why,
-                     "%s takes part in table inheritance: statements on it would reach other tables' rows (or "
-                     "miss its own).",
-                     name);
-    return {why.data, nullptr};
+  if (has_superclass(RelationGetRelid(rel)) || find_inheritance_children(RelationGetRelid(rel), NoLock) != NIL)
+    return psprintf("%s takes part in table inheritance: statements on it would reach other tables' rows (or miss "
+                    "its own).",
+                    name);
+  return nullptr;
+}
+
+// A table with the first `have` columns right and none after: an older
+// store's shape, with the ALTER TABLE that adds the rest.
+ShapeProblem older_shape(Relation rel, int have) {
+  const char* name = RelationGetRelationName(rel);
+  StringInfoData why, fix;
+  initStringInfo(&why);
+  initStringInfo(&fix);
+  if (have == 0)
+    appendStringInfo(&why, "%s has no columns; a store needs", name);
+  else
+    appendStringInfo(&why, "%s has the columns of an older store's shape, up to %s; this release needs", name,
+                     expected_columns[have - 1].name);
+  appendStringInfo(&fix, "Add them: ALTER TABLE %s",
+                   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), name));
+  for (int j = have; j < col_recovery_state; ++j) {
+    appendStringInfo(&why, "%s %s", j == have ? "" : ",", expected_columns[j].name);
+    appendStringInfo(&fix, "%s ADD COLUMN %s %s", j == have ? "" : ",", expected_columns[j].name,
+                     expected_columns[j].definition);
   }
-  const TupleDesc desc = RelationGetDescr(rel);
-  for (int i = 0; i < col_fence; ++i) {
-    const Expected& e = expected_columns[i];
-    if (i >= desc->natts) {  // an older shape: every column so far is right
-      StringInfoData fix;
-      initStringInfo(&fix);
-      appendStringInfo(&why, "%s has the columns of an older store's shape, up to %s; this release needs",
-                       name, expected_columns[i - 1].name);
-      appendStringInfo(&fix, "Add them: ALTER TABLE %s",
-                       quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), name));
-      for (int j = i; j < col_recovery_state; ++j) {
-        if (j < col_fence) appendStringInfo(&why, "%s %s", j == i ? "" : ",", expected_columns[j].name);
-        appendStringInfo(&fix, "%s ADD COLUMN %s %s", j == i ? "" : ",", expected_columns[j].name,
-                         expected_columns[j].definition);
-      }
-      appendStringInfoString(&why, " too (and recovery_point, recovery_state to keep recovery points).");
-      appendStringInfoChar(&fix, ';');
-      return {why.data, fix.data};
-    }
-    const Form_pg_attribute att = TupleDescAttr(desc, i);
-    if (att->attisdropped) {  // its place stays taken: adding it again puts it last
-      appendStringInfo(&why,
-                       "Column %d of %s must be %s, and was dropped: a store's columns are at fixed places, so "
-                       "one dropped cannot be added again. Copy the rows into a table idem_create_store makes.",
-                       i + 1, name, e.name);
-      return {why.data, nullptr};
-    }
-    if (std::strcmp(NameStr(att->attname), e.name) != 0) {
-      appendStringInfo(&why, "Column %d of %s must be %s.", i + 1, name, e.name);
-      return {why.data, nullptr};
-    }
-    if (att->atttypid != e.type) {
-      appendStringInfo(&why, "Column %s of %s must be of type %s, not %s.", e.name, name, format_type_be(e.type),
-                       format_type_be(att->atttypid));
-      return {why.data, nullptr};
-    }
-    if (att->attnotnull != e.not_null) {
-      appendStringInfo(&why, "Column %s of %s must %sbe NOT NULL.", e.name, name, e.not_null ? "" : "not ");
-      return {why.data, nullptr};
-    }
-    if ((i == col_namespace - 1 || i == col_key_value - 1) && OidIsValid(att->attcollation) &&
-        !get_collation_isdeterministic(att->attcollation)) {
-      appendStringInfo(&why, "Column %s of %s has a nondeterministic collation: keys must compare by their bytes.",
-                       e.name, name);
-      return {why.data, nullptr};
-    }
-  }
+  appendStringInfoString(&why, have == 0 ? "." : " too.");
+  appendStringInfoChar(&fix, ';');
+  return {why.data, fix.data};
+}
+
+// What is wrong with column i (0-based) of rel, present in its descriptor
+// (nullptr: nothing).
+const char* column_problem(Relation rel, int i) {
+  const char* name = RelationGetRelationName(rel);
+  const Expected& e = expected_columns[i];
+  const Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), i);
+  if (att->attisdropped)  // its place stays taken: adding it again puts it last
+    return psprintf("Column %d of %s must be %s, and was dropped: a store's columns are at fixed places, so one "
+                    "dropped cannot be added again. Copy the rows into a table idem_create_store makes.",
+                    i + 1, name, e.name);
+  if (std::strcmp(NameStr(att->attname), e.name) != 0) return psprintf("Column %d of %s must be %s.", i + 1, name, e.name);
+  if (att->atttypid != e.type)
+    return psprintf("Column %s of %s must be of type %s, not %s.", e.name, name, format_type_be(e.type),
+                    format_type_be(att->atttypid));
+  if (att->attnotnull != e.not_null)
+    return psprintf("Column %s of %s must %sbe NOT NULL.", e.name, name, e.not_null ? "" : "not ");
+  if ((i == col_namespace - 1 || i == col_key_value - 1) && OidIsValid(att->attcollation) &&
+      !get_collation_isdeterministic(att->attcollation))
+    return psprintf("Column %s of %s has a nondeterministic collation: keys must compare by their bytes.", e.name,
+                    name);
+  return nullptr;
+}
+
+// What is wrong with rel's unique index on (namespace, key_value): none, or
+// one whose own collations do not compare by bytes (the index decides which
+// keys are the same, whatever the columns' collations).
+const char* key_index_problem(Relation rel) {
+  const char* name = RelationGetRelationName(rel);
   const Oid key = key_index(rel);
-  if (!OidIsValid(key)) {
-    appendStringInfo(&why, "%s has no valid unique index on (namespace, key_value), such as its primary key.",
-                     name);
-    return {why.data, nullptr};
-  }
-  // The index decides which keys are the same: its own collations must
-  // compare by bytes too, whatever the columns'.
+  if (!OidIsValid(key))
+    return psprintf("%s has no valid unique index on (namespace, key_value), such as its primary key.", name);
   Relation index = index_open(key, AccessShareLock);
   bool deterministic = true;
   for (int i = 0; i < 2; ++i)
     deterministic = deterministic && (!OidIsValid(index->rd_indcollation[i]) ||
                                       get_collation_isdeterministic(index->rd_indcollation[i]));
   index_close(index, AccessShareLock);
-  if (!deterministic) {
-    appendStringInfo(&why,
-                     "The unique index of %s on (namespace, key_value) has a nondeterministic collation: keys must "
-                     "compare by their bytes.",
-                     name);
-    return {why.data, nullptr};
+  if (deterministic) return nullptr;
+  return psprintf("The unique index of %s on (namespace, key_value) has a nondeterministic collation: keys must "
+                  "compare by their bytes.",
+                  name);
+}
+
+// Nothing when rel has a bound store's shape, else what is wrong (palloc'd).
+ShapeProblem shape_problem(Relation rel) {
+  if (const char* why = table_problem(rel)) return {why, nullptr};
+  for (int i = 0; i < col_recovery_state; ++i) {
+    if (i >= RelationGetDescr(rel)->natts) return older_shape(rel, i);  // every column so far is right
+    if (const char* why = column_problem(rel, i)) return {why, nullptr};
   }
-  pfree(why.data);
-  return {nullptr, nullptr};
+  return {key_index_problem(rel), nullptr};
 }
 
 // How a message names a store: by its namespace, or, for the
@@ -286,20 +270,25 @@ std::string store_subject(const text* ns, const char* table) {
 
 // What is known of table relid, which is locked: read from the catalogs
 // when not cached. own: the extension's table, whose shape the install
-// scripts made (and which a 0.3 or 0.4 schema has without the last columns).
+// scripts made.
 Known know(Oid relid, bool own, Oid own_pkey, const text* ns) {
   if (auto* k = static_cast<Known*>(hash_search(known_tables(), &relid, HASH_FIND, nullptr))) return *k;
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     const uint64 read_at = generation;
     Relation rel = table_open(relid, NoLock);
-    Known k{relid, InvalidOid, InvalidOid, rel->rd_rel->relowner, false,
-            has_recovery_columns(RelationGetDescr(rel))};
-    const ShapeProblem problem = own ? ShapeProblem{nullptr, nullptr} : shape_problem(rel);
+    Known k{relid, InvalidOid, InvalidOid, rel->rd_rel->relowner, false};
+    // The extension's own table is as the scripts make it, but for what an
+    // operator may still change: its persistence (unlogged, a crash would
+    // lose committed records) and inheritance.
+    const ShapeProblem problem = own ? ShapeProblem{table_problem(rel), nullptr} : shape_problem(rel);
     if (problem.problem == nullptr) {
       k.pkey = own ? own_pkey : key_index(rel);
-      k.expires_index = !own || fenced_schema() ? direct_index(rel, k.pkey) : InvalidOid;
+      k.expires_index = direct_index(rel, k.pkey);
       k.direct = OidIsValid(k.expires_index);
+#ifdef IDEM_MEASURE_NO_DIRECT_WRITES  // bench: the same calls through SPI alone
+      k.direct = false;
+#endif
     }
     table_close(rel, NoLock);
     const char* table = problem.problem != nullptr ? get_rel_name(relid) : nullptr;  // before any std::string
@@ -393,8 +382,8 @@ Store open_table(const text* ns, Oid bound, LOCKMODE mode) {
       UnlockRelationOid(table, mode);
       continue;
     }
-    return Store{table, k.pkey, k.expires_index, own ? registry().owner : k.owner, k.direct,
-                 own ? fenced_schema() : true, own, k.recovers};
+    return Store{table, k.pkey, k.expires_index, own ? registry().owner : k.owner,
+                 k.direct ? &direct_backend : &sql_backend, own};
   }
 }
 
@@ -414,7 +403,7 @@ Store open_whole_store(const text* ns, Oid bound, LOCKMODE mode, bool* distribut
   Store store = open_table(ns, bound, mode);
   // A Citus shell holds no rows: its statements go through Citus, never
   // to its heap.
-  if (*distributed) store.direct = false, store.expires_index = InvalidOid;
+  if (*distributed) store.backend = &sql_backend, store.expires_index = InvalidOid;
   return store;
 }
 
@@ -425,31 +414,6 @@ ShapeProblem store_shape_problem(Oid relid) {
   return problem;
 }
 
-ShapeProblem recovery_columns_problem(const Store& store, Oid bound) {
-  Relation rel = table_open(store.table, AccessShareLock);
-  const TupleDesc desc = RelationGetDescr(rel);
-  const Oid named = OidIsValid(bound) ? bound : store.table;
-  const char* relname = get_rel_name(named);
-  const char* schema = relname != nullptr ? get_namespace_name(get_rel_namespace(named)) : nullptr;
-  const char* name = relname != nullptr && schema != nullptr ? quote_qualified_identifier(schema, relname) : "?";
-  ShapeProblem problem{nullptr, nullptr};
-  if (!has_recovery_columns(desc) && desc->natts <= col_fence) {
-    problem.problem = psprintf("%s has no recovery_point and recovery_state columns (a store's shape before 0.8.0).",
-                               name);
-    problem.fix = psprintf("Add them: ALTER TABLE %s ADD COLUMN recovery_point text, ADD COLUMN recovery_state "
-                           "jsonb;",
-                           name);
-  } else if (desc->natts == col_recovery_point && column_is(desc, col_recovery_point - 1)) {
-    problem.problem = psprintf("%s has a recovery_point column but no recovery_state column.", name);
-    problem.fix = psprintf("Add it: ALTER TABLE %s ADD COLUMN recovery_state jsonb;", name);
-  } else if (!has_recovery_columns(desc)) {
-    problem.problem = psprintf("Columns 13 and 14 of %s must be recovery_point text and recovery_state jsonb "
-                               "(nullable); other columns hold their places.",
-                               name);
-  }
-  table_close(rel, AccessShareLock);
-  return problem;
-}
 
 void key_scan_keys(Relation index, const text* ns, const text* key, ScanKeyData (&keys)[2]) {
   const Datum values[2] = {PointerGetDatum(ns), PointerGetDatum(key)};

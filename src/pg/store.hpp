@@ -1,9 +1,7 @@
 // store.hpp: where a namespace's records are. Either the extension's own
 // table, or a table the service owns that the namespace is bound to
-// (idem_bind_store); the shape such a table must have; and how a store may
-// be written: through heapam directly when its table is exactly as the
-// install scripts make the extension's (write.cpp), else through SQL, which
-// honours what an operator added.
+// (idem_bind_store); the shape such a table must have; and which backend
+// writes it (backend.hpp).
 #pragma once
 
 #include "citus.hpp"
@@ -20,9 +18,7 @@ extern "C" {
 namespace idem::pg {
 
 // Column numbers of a store's table: the extension's as the install scripts
-// create it, and a bound table's first twelve, which must be the same. The
-// recovery columns (0.8.0) are a store's when it has them at these places:
-// a store without them works, and refuses recovery points.
+// create it, and a bound table's, which must be the same.
 enum Column : AttrNumber {
   col_namespace = 1,
   col_key_value,
@@ -34,22 +30,24 @@ enum Column : AttrNumber {
   col_created_at,
   col_updated_at,
   col_expires_at,
-  col_attempt,  // 0.4.0
-  col_fence,    // 0.5.0
-  col_recovery_point,  // 0.8.0
-  col_recovery_state,  // 0.8.0
+  col_attempt,
+  col_fence,
+  col_recovery_point,
+  col_recovery_state,
 };
 
-// A store as one call uses it, with its table locked.
+struct Backend;
+
+// A store as one call uses it, with its table locked. Its backend
+// (backend.hpp) is chosen when it is opened: direct for a table exactly as
+// the install scripts make the extension's, SQL for any other.
 struct Store {
-  Oid table;          // the relation the records are in
-  Oid pkey;           // its unique index on (namespace, key_value)
-  Oid expires_index;  // its index on expires_at, when direct
-  Oid owner;          // the table's owner: the store's statements run as this role
-  bool direct;        // written through heapam (write.cpp)
-  bool fenced;        // has the attempt and fence columns (0.5.0's schema or later, and every bound table)
-  bool own;           // the extension's table, not a bound one
-  bool recovers;      // has the recovery columns (recovery_point, recovery_state)
+  Oid table;               // the relation the records are in
+  Oid pkey;                // its unique index on (namespace, key_value)
+  Oid expires_index;       // its index on expires_at, when direct
+  Oid owner;               // the table's owner: the store's statements run as this role
+  const Backend* backend;  // how its records are written
+  bool own;                // the extension's table, not a bound one
 };
 
 // The store of namespace ns, bound to table bound (InvalidOid: the
@@ -90,8 +88,8 @@ void release_store(const Store& store, LOCKMODE mode);
 
 // The store as administration uses it, with its table locked in mode:
 // open_store's for a plain table; for a table Citus distributes its shell,
-// written through SQL that Citus spreads over the shards (distributed
-// stays true so that callers may go shard by shard instead: local_shards).
+// written through SQL that Citus spreads over the shards (*distributed is
+// set, so that callers may go shard by shard instead: local_shards).
 Store open_whole_store(const text* ns, Oid bound, LOCKMODE mode, bool* distributed);
 
 // What is wrong with table relid as a bound store (problem NULL: nothing),
@@ -102,12 +100,6 @@ struct ShapeProblem {
   const char* fix;
 };
 ShapeProblem store_shape_problem(Oid relid);
-
-// Why store has no recovery columns, and the ALTER TABLE that adds them
-// when it can (fix NULL: another column holds their place), palloc'd,
-// naming the table bound (store.table is a shard of it under Citus: an
-// ALTER TABLE of one shard would leave the others, and block the table's).
-ShapeProblem recovery_columns_problem(const Store& store, Oid bound);
 
 // Scan keys for (ns, key) on the primary key index, in the index's own
 // collations (ScanKeyInit's default, C, would miss rows of an index built

@@ -22,6 +22,7 @@ extern "C" {
 #include "guard.hpp"
 #include "isolate.hpp"
 #include "policy.hpp"
+#include "backend.hpp"
 #include "purge.hpp"
 #include "settings.hpp"
 #include "shard.hpp"
@@ -49,7 +50,7 @@ Oid bound_arg(FunctionCallInfo fcinfo, int argno) {
   pg::require_trusted_settings();
   const Oid relid = PG_ARGISNULL(argno) ? InvalidOid : PG_GETARG_OID(argno);
   const Datum values[1] = {ObjectIdGetDatum(relid)};
-  if (OidIsValid(relid) && (!pg::registry().binds || pg::execute(is_bound, values, " ") == 0))
+  if (OidIsValid(relid) && pg::execute(is_bound, values, " ") == 0)
     throw core::Error(core::sqlstate::wrong_object_type,
                       "relation with OID " + std::to_string(relid) + " is not an idempotency store",
                       "No idempotency namespace is bound to it.");
@@ -74,26 +75,6 @@ pg::Statement leases = {
     nullptr,
     true};
 
-// Up to $1 expired records, oldest first, but for an in_progress record
-// whose lease (its namespace's, $2/$3, else the server's, $4 seconds) still
-// runs: a lease is a length of time, as begin counts it, never a calendar
-// step in the purger's time zone. SKIP LOCKED: a row another transaction
-// holds is neither waited for nor deleted.
-const pg::StoreStatement purge_chunk = {
-    "WITH doomed AS ("
-    " SELECT r.ctid FROM @store@ r"
-    " WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()"
-    "   AND (r.status OPERATOR(pg_catalog.<>) 'in_progress'"
-    "        OR pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.updated_at)"
-    "           OPERATOR(pg_catalog.>=) COALESCE("
-    "             (SELECT l.lease FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[]),"
-    "                                             pg_catalog.unnest($3::pg_catalog.float8[])) AS l(namespace, lease)"
-    "              WHERE l.namespace OPERATOR(pg_catalog.=) r.namespace), $4))"
-    " ORDER BY r.expires_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED)"
-    " DELETE FROM @store@ r USING doomed d WHERE r.ctid OPERATOR(pg_catalog.=) d.ctid",
-    4,
-    {INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, FLOAT8OID}};
-
 // A namespace's records (or those in progress) in a store.
 const pg::StoreStatement count_records = {
     "SELECT pg_catalog.count(*) FROM @store@ r WHERE r.namespace OPERATOR(pg_catalog.=) $1"
@@ -101,7 +82,10 @@ const pg::StoreStatement count_records = {
     2,
     {TEXTOID, BOOLOID}};
 
-// What idem_namespace_stats shows of a store, one object per namespace.
+// What idem_namespace_stats shows of a store, one object per namespace;
+// and for idem_metrics, how long the oldest in_progress record has gone
+// without its holder's claim, takeover or heartbeat (updated_at), and how
+// many records were taken over (attempt above 1).
 const pg::StoreStatement store_stats = {
     "SELECT pg_catalog.jsonb_agg(s) FROM (SELECT r.namespace,"
     " pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'in_progress') AS in_progress,"
@@ -112,7 +96,10 @@ const pg::StoreStatement store_stats = {
     " pg_catalog.count(*) FILTER (WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()) AS expired,"
     " pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(r.expires_at)"
     "   FILTER (WHERE r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()) AS oldest_expired_age,"
-    " pg_catalog.sum(pg_catalog.pg_column_size(r.*))::pg_catalog.int8 AS row_bytes"
+    " pg_catalog.sum(pg_catalog.pg_column_size(r.*))::pg_catalog.int8 AS row_bytes,"
+    " pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(r.updated_at)"
+    "   FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'in_progress') AS oldest_in_progress_idle,"
+    " pg_catalog.count(*) FILTER (WHERE r.attempt OPERATOR(pg_catalog.>) 1) AS taken_over"
     " FROM @store@ r GROUP BY r.namespace) s",
     0,
     {}};
@@ -135,22 +122,14 @@ void purge_one_chunk(void* arg) {
   text* none = cstring_to_text("");
   bool distributed;
   const pg::Store store = store_arg(c.fcinfo, 0, none, &distributed);
-  Datum lease_rows[2];
-  bool lease_nulls[2] = {true, true};
-  (void)pg::execute(leases, nullptr, "", lease_rows, lease_nulls);
+  Datum rows[2];
+  bool nulls[2] = {true, true};
+  (void)pg::execute(leases, nullptr, "", rows, nulls);
   // Namespaces without a lease of their own have the defaults'.
-  const double default_lease = static_cast<double>(pg::namespace_defaults().lease_us) / USECS_PER_SEC;
-  Datum values[4] = {Int32GetDatum(c.batch), lease_rows[0], lease_rows[1], Float8GetDatum(default_lease)};
-  const char nulls[5] = {' ', lease_nulls[0] ? 'n' : ' ', lease_nulls[1] ? 'n' : ' ', ' ', '\0'};
-  // A table exactly as installed is purged without the executor (purge.cpp);
-  // -1: its expires_at index was replaced meanwhile, and the statement runs.
-  if (!distributed && store.direct) {
-    const pg::Leases given{lease_nulls[0] ? 0 : lease_rows[0], lease_nulls[1] ? 0 : lease_rows[1], default_lease};
-    c.purged = pg::purge_direct(store, c.batch, given);
-    if (c.purged >= 0) return;
-  }
+  const pg::Leases given{nulls[0] ? 0 : rows[0], nulls[1] ? 0 : rows[1],
+                         static_cast<double>(pg::namespace_defaults().lease_us) / USECS_PER_SEC};
   if (!distributed) {
-    c.purged = static_cast<int64>(pg::execute(purge_chunk, store, values, nulls));
+    c.purged = store.backend->purge(store, c.batch, given);
     return;
   }
   // A store Citus distributes: the chunk from the shards on this node, each
@@ -158,9 +137,9 @@ void purge_one_chunk(void* arg) {
   c.purged = 0;
   List* shards = pg::local_shards(store.table);
   for (int i = 0; i < list_length(shards) && c.purged < c.batch; ++i) {
-    const pg::Store shard = pg::open_store(none, list_nth_oid(shards, i), RowExclusiveLock, pg::Call{nullptr, false, "purge"});
-    values[0] = Int32GetDatum(c.batch - static_cast<int32>(c.purged));
-    c.purged += static_cast<int64>(pg::execute(purge_chunk, shard, values, nulls));
+    const pg::Store shard =
+        pg::open_store(none, list_nth_oid(shards, i), RowExclusiveLock, pg::Call{nullptr, false, "purge"});
+    c.purged += shard.backend->purge(shard, c.batch - static_cast<int32>(c.purged), given);
   }
 }
 
@@ -187,7 +166,7 @@ void read_store_stats(void* arg) {
 // or NULL when the store failed (its triggers, row security or privileges)
 // or ran past idempotency.maintenance_timeout: the chunk is undone, the
 // store reported and counted, and idem_purge goes on with the next store.
-IDEM_FUNCTION(idem_store_purge) {
+IDEM_FUNCTION(idem_store_purge_1_0) {
   const int32 batch = PG_ARGISNULL(1) ? 0 : PG_GETARG_INT32(1);
   if (batch < 1)
     throw core::Error(core::sqlstate::invalid_parameter_value, "invalid purge batch size",
@@ -201,7 +180,7 @@ IDEM_FUNCTION(idem_store_purge) {
 // idem_store_forget_requests(store regclass, namespace text): removes the
 // requests the namespace's records kept in store (NULL: the extension's
 // table), as the store's owner; returns how many records had one.
-IDEM_FUNCTION(idem_store_forget_requests) {
+IDEM_FUNCTION(idem_store_forget_requests_1_0) {
   text* ns = pg::namespace_arg(fcinfo, 1);
   bool distributed;  // then the statement runs on the shell, and Citus on every shard
   const pg::Store store = store_arg(fcinfo, 0, ns, &distributed);
@@ -221,7 +200,7 @@ IDEM_FUNCTION(idem_trusted_settings) {
 // idem_store_problem(store regclass, OUT problem text, OUT fix text): what
 // is wrong with the table as a store (NULLs: nothing), and for an older
 // shape the ALTER TABLE that fixes it (idem_bind_store's detail and hint).
-IDEM_FUNCTION(idem_store_problem) {
+IDEM_FUNCTION(idem_store_problem_1_0) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     throw core::Error(core::sqlstate::internal_error, "idem_store_problem must return a record");
@@ -268,7 +247,7 @@ int64 count_in_broken_store(Oid relid, text* ns) {
 // SECURITY DEFINER read would run whatever the owner made of the table
 // (a rule, a view) with the extension owner's rights. A store that was
 // dropped holds none.
-IDEM_FUNCTION(idem_store_count) {
+IDEM_FUNCTION(idem_store_count_1_0) {
   text* ns = pg::namespace_arg(fcinfo, 1);
   if (!PG_ARGISNULL(0) && !SearchSysCacheExists1(RELOID, PG_GETARG_DATUM(0))) PG_RETURN_INT64(0);
   if (!PG_ARGISNULL(0) && pg::store_shape_problem(PG_GETARG_OID(0)).problem != nullptr)
@@ -288,14 +267,8 @@ IDEM_FUNCTION(idem_store_count) {
 // each namespace in store (NULL: the extension's table), as a jsonb array,
 // read as the store's owner (see idem_store_count); NULL when it has no
 // records, or when the read failed or ran too long (isolated, as a purge
-// chunk is). idem_store_stats_0_7
-// is the same with oldest_expired_age: 0.7.0's SQL names that symbol, so a
-// session still running an older library is refused (42883) rather than
-// showing the figure as NULL, which would read as nothing expired.
-static Datum store_stats_body(FunctionCallInfo fcinfo);
-IDEM_FUNCTION(idem_store_stats) { return store_stats_body(fcinfo); }
-IDEM_FUNCTION(idem_store_stats_0_7) { return store_stats_body(fcinfo); }
-static Datum store_stats_body(FunctionCallInfo fcinfo) {
+// chunk is). The symbol is 0.7.0's, whose figures include oldest_expired_age.
+IDEM_FUNCTION(idem_store_stats_1_0) {
   const Oid relid = bound_arg(fcinfo, 0);
   StatsRead r{fcinfo, 0, true};
   if (!pg::isolated(read_store_stats, &r, relid, "statistics read") || r.none) PG_RETURN_NULL();
@@ -314,3 +287,11 @@ IDEM_FUNCTION(idem_store_distribution) {
   const char* kind = routing == pg::col_namespace ? "namespace" : routing == pg::col_key_value ? "key_value" : "other";
   PG_RETURN_TEXT_P(cstring_to_text(kind));
 }
+
+// The symbols 0.9's scripts name, for a schema not yet updated (1.0.0's
+// names are new: they read idem_defaults, which no older library does).
+IDEM_FUNCTION(idem_store_purge) { return idem_store_purge_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_store_forget_requests) { return idem_store_forget_requests_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_store_problem) { return idem_store_problem_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_store_count) { return idem_store_count_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_store_stats_0_7) { return idem_store_stats_1_0_body(fcinfo); }

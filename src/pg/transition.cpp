@@ -1,11 +1,12 @@
-// transition.cpp: the terminal transitions of an in-progress record:
-// idem_commit, idem_fail_permanent (both kept for replay) and
-// idem_fail_transient (forgotten, so the next begin is fresh); and the two
-// that are not terminal: idem_extend_lease (a holder's heartbeat) and
-// idem_record_point (a heartbeat that also records how far the work got).
+// transition.cpp: the transitions of an in-progress record: idem_commit and
+// idem_fail_permanent (kept for replay), idem_fail_transient (forgotten, so
+// the next begin is fresh), and the two that are not terminal,
+// idem_extend_lease (a holder's heartbeat) and idem_save_point (a heartbeat
+// that also records how far the work got). Each checks its arguments and
+// the caller's grant, opens the store and asks its backend (backend.hpp);
+// when nothing matched, it says why.
 #include "postgres.hpp"  // first: PostgreSQL headers need postgres.h before them
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -15,6 +16,7 @@ extern "C" {
 
 #include "../core/error.hpp"
 #include "../core/fence.hpp"
+#include "backend.hpp"
 #include "canonical.hpp"
 #include "citus.hpp"
 #include "claims.hpp"
@@ -22,107 +24,15 @@ extern "C" {
 #include "lock_tags.hpp"
 #include "policy.hpp"
 #include "probe.hpp"
-#include "store.hpp"
 #include "spi.hpp"
 #include "stats.hpp"
+#include "store.hpp"
 #include "text.hpp"
 #include "write.hpp"
 
 using namespace idem;
 
 namespace {
-
-// The unfenced statements serve 0.3.0's schema too, which has no attempt
-// column; the fenced ones add one condition to the same SQL. A finished
-// record's updated_at is the clock when it was finished.
-#define FINISH_IN_PROGRESS                                                                    \
-  "UPDATE @store@"                                                                          \
-  " SET status = $3, result_payload = $4, error_payload = $5,"                               \
-  " updated_at = pg_catalog.clock_timestamp()"                                               \
-  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"      \
-  " AND status OPERATOR(pg_catalog.=) 'in_progress'"
-#define FORGET_IN_PROGRESS                                                           \
-  "DELETE FROM @store@"                                                            \
-  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2" \
-  " AND status OPERATOR(pg_catalog.=) 'in_progress'"
-#define SELECT_RECORD(COLUMN)                                                     \
-  "SELECT " COLUMN " FROM @store@"                                                \
-  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
-
-const pg::StoreStatement finish_in_progress = {FINISH_IN_PROGRESS, 5, {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID}};
-const pg::StoreStatement forget_in_progress = {FORGET_IN_PROGRESS, 2, {TEXTOID, TEXTOID}};
-
-// Fenced by the attempt number (0.4's transitions): only while the record
-// is still at that attempt.
-const pg::StoreStatement finish_attempt = {FINISH_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $6", 6,
-                                           {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT4OID}};
-const pg::StoreStatement forget_attempt = {FORGET_IN_PROGRESS " AND attempt OPERATOR(pg_catalog.=) $3", 3,
-                                           {TEXTOID, TEXTOID, INT4OID}};
-
-// Fenced by the fence (0.5): only while the record is still the claim that
-// drew it. Fences are random (core/fence.hpp), so neither a takeover, nor a
-// record begun again after it was forgotten or purged, nor a claim made in
-// a copy of the database can be finished with another claim's fence.
-const pg::StoreStatement finish_fence = {FINISH_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $6", 6,
-                                         {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT8OID}};
-const pg::StoreStatement forget_fence = {FORGET_IN_PROGRESS " AND fence OPERATOR(pg_catalog.=) $3", 3,
-                                         {TEXTOID, TEXTOID, INT8OID}};
-
-// A heartbeat of a claim under a lease: its lease runs again from the
-// clock, only while the record is still the claim that drew the fence. Its
-// replay window moves with it (the claim's window, expires_at less
-// updated_at, from now): a record finished after its window had passed
-// would be purged at once, and its retry answered fresh.
-#define EXTEND_FENCE(SET_POINT)                                                                             \
-  "UPDATE @store@ SET updated_at = pg_catalog.clock_timestamp()," SET_POINT                                  \
-  " expires_at = GREATEST(expires_at,"                                                                       \
-  " pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (expires_at OPERATOR(pg_catalog.-) updated_at))"     \
-  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"                       \
-  " AND status OPERATOR(pg_catalog.=) 'in_progress' AND fence OPERATOR(pg_catalog.=) $3"                     \
-  " RETURNING updated_at"
-
-const pg::StoreStatement extend_fence = {EXTEND_FENCE(""), 3, {TEXTOID, TEXTOID, INT8OID}};
-
-// A recovery point: the heartbeat, recording the phase ($4) and its state
-// ($5) that a takeover of the claim answers.
-const pg::StoreStatement record_point_fence = {EXTEND_FENCE(" recovery_point = $4, recovery_state = $5,"), 5,
-                                               {TEXTOID, TEXTOID, INT8OID, TEXTOID, JSONBOID}};
-
-// Forgetting a record whose work may have had effects is refused: one
-// taken over (an earlier attempt may have acted before its lease ran out)
-// or, in a store with the recovery columns, one with a recovery point (its
-// holder said it did). A retry that started over would repeat the effects.
-#define UNSETTLED " AND attempt OPERATOR(pg_catalog.=) 1"
-#define UNSETTLED_NO_POINT UNSETTLED " AND recovery_point IS NULL"
-#define BY_ATTEMPT " AND attempt OPERATOR(pg_catalog.=) $3"
-#define BY_FENCE " AND fence OPERATOR(pg_catalog.=) $3"
-const pg::StoreStatement forget_first_in_progress = {FORGET_IN_PROGRESS UNSETTLED, 2, {TEXTOID, TEXTOID}};
-const pg::StoreStatement forget_first_attempt = {FORGET_IN_PROGRESS UNSETTLED BY_ATTEMPT, 3, {TEXTOID, TEXTOID, INT4OID}};
-const pg::StoreStatement forget_first_fence = {FORGET_IN_PROGRESS UNSETTLED BY_FENCE, 3, {TEXTOID, TEXTOID, INT8OID}};
-const pg::StoreStatement forget_pointless_in_progress = {FORGET_IN_PROGRESS UNSETTLED_NO_POINT, 2, {TEXTOID, TEXTOID}};
-const pg::StoreStatement forget_pointless_attempt = {FORGET_IN_PROGRESS UNSETTLED_NO_POINT BY_ATTEMPT, 3,
-                                                     {TEXTOID, TEXTOID, INT4OID}};
-const pg::StoreStatement forget_pointless_fence = {FORGET_IN_PROGRESS UNSETTLED_NO_POINT BY_FENCE, 3,
-                                                   {TEXTOID, TEXTOID, INT8OID}};
-// Why forgetting matched nothing: the attempt and recovery point of the
-// in_progress record the proof names.
-#define WHY_KEPT(POINT) SELECT_RECORD("attempt, " POINT) " AND status OPERATOR(pg_catalog.=) 'in_progress'"
-const pg::StoreStatement kept_in_progress = {WHY_KEPT("NULL::text"), 2, {TEXTOID, TEXTOID}};
-const pg::StoreStatement kept_attempt = {WHY_KEPT("NULL::text") BY_ATTEMPT, 3, {TEXTOID, TEXTOID, INT4OID}};
-const pg::StoreStatement kept_fence = {WHY_KEPT("NULL::text") BY_FENCE, 3, {TEXTOID, TEXTOID, INT8OID}};
-const pg::StoreStatement kept_point_in_progress = {WHY_KEPT("recovery_point"), 2, {TEXTOID, TEXTOID}};
-const pg::StoreStatement kept_point_attempt = {WHY_KEPT("recovery_point") BY_ATTEMPT, 3, {TEXTOID, TEXTOID, INT4OID}};
-const pg::StoreStatement kept_point_fence = {WHY_KEPT("recovery_point") BY_FENCE, 3, {TEXTOID, TEXTOID, INT8OID}};
-
-// Each transition's statement by the kind of proof given (pg::Claim::Kind).
-const pg::StoreStatement* const finish_by[] = {&finish_in_progress, &finish_attempt, &finish_fence};
-const pg::StoreStatement* const forget_by[] = {&forget_in_progress, &forget_attempt, &forget_fence};
-const pg::StoreStatement* const forget_first_by[] = {&forget_first_in_progress, &forget_first_attempt,
-                                                     &forget_first_fence};
-const pg::StoreStatement* const forget_pointless_by[] = {&forget_pointless_in_progress, &forget_pointless_attempt,
-                                                         &forget_pointless_fence};
-const pg::StoreStatement* const kept_by[] = {&kept_in_progress, &kept_attempt, &kept_fence};
-const pg::StoreStatement* const kept_point_by[] = {&kept_point_in_progress, &kept_point_attempt, &kept_point_fence};
 
 // Raises 55000 for idem_fail_transient on a record whose work may have had
 // effects: taken over (attempt > 1), or with recovery point point (NULL: none).
@@ -150,36 +60,24 @@ const pg::StoreStatement* const kept_point_by[] = {&kept_point_in_progress, &kep
 // Why nothing matched: the record as the transaction's snapshot sees it,
 // and as the latest snapshot does (they differ when another transaction
 // changed it after a REPEATABLE READ or SERIALIZABLE snapshot was taken).
+#define SELECT_RECORD(COLUMN)                                                     \
+  "SELECT " COLUMN " FROM @store@"                                                \
+  " WHERE namespace OPERATOR(pg_catalog.=) $1 AND key_value OPERATOR(pg_catalog.=) $2"
 const pg::StoreStatement current_status = {SELECT_RECORD("status"), 2, {TEXTOID, TEXTOID}};
 const pg::StoreStatement latest_status = {SELECT_RECORD("status"), 2, {TEXTOID, TEXTOID}, true};
 const pg::StoreStatement current_attempt = {SELECT_RECORD("attempt"), 2, {TEXTOID, TEXTOID}};
 
-// The proof argument (argno), what a transition was given to prove the
-// record is still its caller's: a fence for the 0.5 entry points, an attempt
-// number for the 0.4 ones (which 0.3.0 declares without the argument).
-// NULL means unfenced.
-pg::Claim proof_arg(FunctionCallInfo fcinfo, int argno, bool fence) {
+// The fence argument (argno), what a transition was given to prove the
+// record is still its caller's; NULL (or none): this transaction's claim.
+pg::Claim proof_arg(FunctionCallInfo fcinfo, int argno) {
   if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return {pg::Claim::none, 0};
-  if (fence) {
-    const int64 value = PG_GETARG_INT64(argno);
-    if (value < core::first_fence)
-      throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency fence",
-                        "fence is the value idem_begin answered with fresh (its fence column), or NULL, not " +
-                            std::to_string(value) + ".",
-                        value >= 1 ? "An attempt number is not a fence; pass the outcome's fence." : "");
-    return {pg::Claim::fence, value};
-  }
-  const int32 attempt = PG_GETARG_INT32(argno);
-  if (attempt < 1)
-    throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency attempt",
-                      "attempt is the positive number idem_begin answered with fresh, or NULL, not " +
-                          std::to_string(attempt) + ".");
-  return {pg::Claim::attempt, attempt};
-}
-
-// The proof as its statement's last parameter (int4 or int8).
-Datum proof_datum(const pg::Claim& proof) {
-  return proof.kind == pg::Claim::attempt ? Int32GetDatum(static_cast<int32>(proof.value)) : Int64GetDatum(proof.value);
+  const int64 value = PG_GETARG_INT64(argno);
+  if (value < core::first_fence)
+    throw core::Error(core::sqlstate::invalid_parameter_value, "invalid idempotency fence",
+                      "fence is the value idem_begin answered with fresh (its fence column), or NULL, not " +
+                          std::to_string(value) + ".",
+                      value >= 1 ? "An attempt number is not a fence; pass the outcome's fence." : "");
+  return {pg::Claim::fence, value};
 }
 
 // Whether another transaction holds the key's lock: a claim without a row
@@ -191,35 +89,21 @@ bool held_elsewhere(const text* ns, const text* key) {
   return false;
 }
 
-// Raises 55000 for a transition whose proof (a fence, or an attempt number)
-// is not that of the claim in progress under attempt holder: what the
-// claim holder would have to pass instead.
-[[noreturn]] void wrong_proof(const char* action, const char* label, int32 holder, const pg::Claim& proof) {
-  if (proof.kind == pg::Claim::fence)
-    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      std::string("cannot ") + action + " an idempotency record held under another fence",
-                      "The record for key " + std::string(label) + " is in progress under attempt " +
-                          std::to_string(holder) +
-                          (holder > 1 ? " (taken over " + std::to_string(holder - 1) + " time" +
-                                            (holder > 2 ? "s" : "") + ")"
-                                      : std::string()) +
-                          ", with a fence other than the one given: the claim that drew that fence is over (its "
-                          "lease ran out and a later begin took the record over, or the record was forgotten or "
-                          "purged and begun again), or it is another key's, or another copy of the database's. "
-                          "Only the claim holding the record may finish it.",
-                      "Pass the fence that idem_begin answered with fresh for this key.");
-  if (holder > proof.value)
-    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      std::string("cannot ") + action + " an idempotency record taken over by another attempt",
-                      "The record for key " + std::string(label) + " is in progress under attempt " +
-                          std::to_string(holder) + ", not " + std::to_string(proof.value) +
-                          ": that attempt outlived the namespace's in_progress_lease and a later begin took the "
-                          "record over. Only the attempt holding the record may finish it.");
+// Raises 55000 for a transition whose fence is not that of the claim in
+// progress under attempt holder.
+[[noreturn]] void wrong_proof(const char* action, const char* label, int32 holder) {
   throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                    std::string("cannot ") + action + " an idempotency record under an attempt it has not reached",
+                    std::string("cannot ") + action + " an idempotency record held under another fence",
                     "The record for key " + std::string(label) + " is in progress under attempt " +
-                        std::to_string(holder) + "; no begin has answered attempt " + std::to_string(proof.value) +
-                        ". Pass the attempt that idem_begin answered with fresh.");
+                        std::to_string(holder) +
+                        (holder > 1 ? " (taken over " + std::to_string(holder - 1) + " time" + (holder > 2 ? "s" : "") +
+                                          ")"
+                                    : std::string()) +
+                        ", with a fence other than the one given: the claim that drew that fence is over (its lease "
+                        "ran out and a later begin took the record over, or the record was forgotten or purged and "
+                        "begun again), or it is another key's, or another copy of the database's. Only the claim "
+                        "holding the record may finish it.",
+                    "Pass the fence that idem_begin answered with fresh for this key.");
 }
 
 // Called when no in_progress row matched: says why, with SQLSTATE 55000, or
@@ -269,7 +153,7 @@ bool held_elsewhere(const text* ns, const text* key) {
     Datum holder_attempt;
     bool unknown = true;
     pg::execute(current_attempt, store, values, "  ", &holder_attempt, &unknown);
-    wrong_proof(action, label, unknown ? 0 : DatumGetInt32(holder_attempt), proof);
+    wrong_proof(action, label, unknown ? 0 : DatumGetInt32(holder_attempt));
   }
   if (proof.kind == pg::Claim::none && pg::string_of(status_text) == "in_progress")
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
@@ -286,16 +170,14 @@ bool held_elsewhere(const text* ns, const text* key) {
 }
 
 // Whether proof names the claim this transaction holds by the key's lock
-// alone (its first attempt, drawn with its fence); raises 55000 as a
-// transition with another claim's proof does when it does not.
+// alone (drawn with its fence); raises 55000 as a transition with another
+// claim's fence does when it does not.
 void check_held_proof(const pg::HeldClaim& held, const pg::Claim& proof, const text* given_key,
                       const char* action) {
-  if (proof.kind == pg::Claim::none || (proof.kind == pg::Claim::attempt && proof.value == 1) ||
-      (proof.kind == pg::Claim::fence && proof.value == held.fence))
-    return;
+  if (proof.kind == pg::Claim::none || proof.value == held.fence) return;
   char label[32];
   pg::key_label(given_key, label);
-  wrong_proof(action, label, 1, proof);
+  wrong_proof(action, label, 1);
 }
 
 // A claim held by its lock alone is written to the extension's own table,
@@ -303,7 +185,7 @@ void check_held_proof(const pg::HeldClaim& held, const pg::Claim& proof, const t
 // namespace to another store since (the claim stays open, so COMMIT is
 // refused and nothing of the attempt is kept). An index, trigger or
 // constraint an operator added to that table meanwhile is no change of
-// store: the record is then written through SQL (write_held).
+// store: its backend is then the SQL one, which writes the record as well.
 void refuse_moved_claim(const pg::Store& store, const text* ns, const text* given_key, const char* action) {
   if (store.own) return;
   char label[32];
@@ -314,44 +196,6 @@ void refuse_moved_claim(const pg::Store& store, const text* ns, const text* give
                     "This transaction's idem_begin claimed the key in namespace \"" + pg::string_of(ns) +
                         "\" in the extension's table, and then bound the namespace to another store.",
                     "Bind the namespace before beginning its keys, or in another transaction.");
-}
-
-// The finished record of a claim held by its lock alone (insert_finished's
-// row), for the extension's table when it is not written directly: an
-// operator is building an index on it (CREATE INDEX CONCURRENTLY, which
-// waits for this transaction), or added a trigger, which the INSERT runs.
-#define INSERT_FINISHED(MORE_COLUMNS, MORE_VALUES)                                                           \
-  "INSERT INTO @store@ (namespace, key_value, status, request_hash, request_payload, result_payload,"        \
-  " error_payload, created_at, updated_at, expires_at, attempt, fence" MORE_COLUMNS ")"                      \
-  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_catalog.clock_timestamp(), $9, 1, $10" MORE_VALUES ")"
-const pg::StoreStatement insert_finished_fenced = {
-    INSERT_FINISHED("", ""),
-    10,
-    {TEXTOID, TEXTOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}};
-const pg::StoreStatement insert_finished_recovering = {
-    INSERT_FINISHED(", recovery_point, recovery_state", ", NULL, NULL"),
-    10,
-    {TEXTOID, TEXTOID, TEXTOID, BYTEAOID, JSONBOID, JSONBOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}};
-
-// Writes the finished record of a claim held by its lock alone: directly
-// while the table is as installed, else through SQL.
-void write_held(const pg::Store& store, text* ns, text* key, const pg::HeldClaim& held, bool committing,
-                Jsonb* payload, bool keep_request) {
-  if (store.direct) return pg::insert_finished(store, ns, key, held, committing, payload, keep_request);
-  const Datum values[10] = {PointerGetDatum(ns),
-                            PointerGetDatum(key),
-                            CStringGetTextDatum(committing ? "committed" : "failed"),
-                            PointerGetDatum(held.request_hash),
-                            PointerGetDatum(held.request),
-                            PointerGetDatum(payload),
-                            PointerGetDatum(payload),
-                            TimestampTzGetDatum(held.claimed_at),
-                            TimestampTzGetDatum(held.expires_at),
-                            Int64GetDatum(held.fence)};
-  char nulls[11] = "          ";
-  nulls[4] = held.request == nullptr || !keep_request ? 'n' : ' ';
-  nulls[committing ? 6 : 5] = 'n';
-  pg::execute(store.recovers ? insert_finished_recovering : insert_finished_fenced, store, values, nulls);
 }
 
 [[noreturn]] void invalid_error_payload(const std::string& what) {
@@ -366,7 +210,7 @@ bool key_is(const JsonbValue& key, const char* name) {
          std::memcmp(key.val.string.val, name, key.val.string.len) == 0;
 }
 
-// The seed's StoredAppError: an object with string "class_tag", string
+// The specification's StoredAppError: an object with string "class_tag", string
 // "message" and an optional string "cause", nothing else. No std::string
 // lives across the iterator calls (they may raise): strings are built only
 // inside the throw.
@@ -394,86 +238,58 @@ void check_error_payload(Jsonb* error) {
   if (!has_message) invalid_error_payload("\"message\" is missing.");
 }
 
-// Moves the in_progress row to committed (with the result) or failed (with
-// the error payload). fence: the 0.5 entry point (a fence argument).
-void finish(FunctionCallInfo fcinfo, bool committing, bool fence) {
+// Moves the caller's in_progress record to committed (with the result) or
+// failed (with the error payload).
+void finish(FunctionCallInfo fcinfo, bool committing) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
-  const char* status = committing ? "committed" : "failed";
+  const char* action = committing ? "commit" : "fail";
   Jsonb* payload = pg::payload_arg(fcinfo, 2, committing ? "result" : "error");
-  const pg::Claim proof = proof_arg(fcinfo, 3, fence);
+  const pg::Claim proof = proof_arg(fcinfo, 3);
   const pg::Policy policy = pg::authorize(ns);
   pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
   pg::check_payload_size(payload, committing ? "result" : "error", ns, policy);
   pg::check_utf8(&payload->root);
   if (!committing) check_error_payload(payload);
-  pg::require_read_write(given_key, committing ? "idem_commit" : "idem_fail_permanent",
-                         committing ? "commit" : "fail");
+  pg::require_read_write(given_key, committing ? "idem_commit" : "idem_fail_permanent", action);
   text* key = pg::stored_key(given_key, policy);
-  const Datum values[6] = {PointerGetDatum(ns),      PointerGetDatum(key),     CStringGetTextDatum(status),
-                           PointerGetDatum(payload), PointerGetDatum(payload), proof_datum(proof)};
-  const char* nulls = committing ? "    n " : "   n  ";
   const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock,
                                          pg::Call{key, policy.hash_keys, committing ? "commit" : "fail_permanent"});
   if (const pg::HeldClaim* held = pg::held_claim(ns, key)) {  // no row yet: its one write
-    check_held_proof(*held, proof, given_key, committing ? "commit" : "fail");
-    refuse_moved_claim(store, ns, given_key, committing ? "commit" : "fail");
-    write_held(store, ns, key, *held, committing, payload, policy.store_request);
-    pg::finish(ns, key);
-    pg::count(committing ? pg::commits : pg::permanent_failures);
-    return;
+    check_held_proof(*held, proof, given_key, action);
+    refuse_moved_claim(store, ns, given_key, action);
+    store.backend->insert_finished(store, ns, key, *held, committing, payload, policy.store_request);
+  } else if (!store.backend->finish(store, ns, key, proof, committing, payload)) {
+    not_in_progress(store, ns, key, given_key, action, proof);
   }
-  const uint64 done = store.direct ? pg::finish_claim(store, ns, key, proof, committing, payload)
-                      : proof.kind == pg::Claim::none && !pg::claimed_here(store, ns, key)
-                          ? 0
-                          : pg::execute(*finish_by[proof.kind], store, values, nulls);
-  if (done == 0) not_in_progress(store, ns, key, given_key, committing ? "commit" : "fail", proof);
   pg::finish(ns, key);
   pg::count(committing ? pg::commits : pg::permanent_failures);
+  pg::count_in(ns, committing ? pg::ns_commits : pg::ns_permanent_failures);
 }
 
-// Deletes the in-progress row so the next begin is fresh; never touches a
-// committed or failed row.
-void forget(FunctionCallInfo fcinfo, bool fence) {
+// Deletes the caller's in_progress record so the next begin is fresh; never
+// a committed or failed one, nor one whose work may have had effects.
+void forget(FunctionCallInfo fcinfo) {
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
-  const pg::Claim proof = proof_arg(fcinfo, 2, fence);
+  const pg::Claim proof = proof_arg(fcinfo, 2);
   const pg::Policy policy = pg::authorize(ns);
   pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
   pg::require_read_write(given_key, "idem_fail_transient", "fail");
   text* key = pg::stored_key(given_key, policy);
-  const Datum values[3] = {PointerGetDatum(ns), PointerGetDatum(key), proof_datum(proof)};
   const pg::Store store =
       pg::open_store(ns, policy.store, RowExclusiveLock, pg::Call{key, policy.hash_keys, "fail_transient"});
   if (const pg::HeldClaim* held = pg::held_claim(ns, key)) {  // nothing written: nothing to forget
     check_held_proof(*held, proof, given_key, "fail");
     refuse_moved_claim(store, ns, given_key, "fail");
-    pg::finish(ns, key);
-    pg::count(pg::transient_failures);
-    return;
+  } else {
+    const pg::Forgot forgot = store.backend->forget(store, ns, key, proof);
+    if (forgot.result == pg::Forgot::kept) refuse_forgetting(given_key, forgot.attempt, forgot.point);
+    if (forgot.result == pg::Forgot::nothing) not_in_progress(store, ns, key, given_key, "fail", proof);
   }
-  bool kept = false;  // the direct path found the claim taken over or with a point
-  bool named = proof.kind != pg::Claim::none;  // the claim is the proof's, or this transaction's own
-  uint64 done = 0;
-  if (store.direct) {
-    done = pg::forget_claim(store, ns, key, proof, &kept);
-  } else if (named || pg::claimed_here(store, ns, key)) {
-    named = true;
-    const pg::StoreStatement* const* statements =
-        store.recovers ? forget_pointless_by : store.fenced ? forget_first_by : forget_by;
-    done = pg::execute(*statements[proof.kind], store, values, "   ");
-  }
-  if (done == 0 && store.fenced && (kept || named)) {
-    // Matched nothing: the claim may be one whose work may have had effects.
-    Datum why[2];
-    bool none[2] = {true, true};
-    pg::execute(store.recovers ? *kept_point_by[proof.kind] : *kept_by[proof.kind], store, values, "   ", why, none);
-    if (!none[0] && (DatumGetInt32(why[0]) > 1 || !none[1]))
-      refuse_forgetting(given_key, DatumGetInt32(why[0]), none[1] ? nullptr : text_to_cstring(DatumGetTextPP(why[1])));
-  }
-  if (done == 0) not_in_progress(store, ns, key, given_key, "fail", proof);
   pg::finish(ns, key);
   pg::count(pg::transient_failures);
+  pg::count_in(ns, pg::ns_transient_failures);
 }
 
 // A recovery point's name (argno): not NULL, 1 to 255 characters, no
@@ -510,126 +326,102 @@ constexpr Heartbeat extend_lease_args{"idem_extend_lease", "extend_lease", 2, -1
 constexpr Heartbeat record_point_args{"idem_record_point", "record_point", 2, 3, 4};
 constexpr Heartbeat save_point_args{"idem_save_point", "save_point", 4, 2, 3};
 
+// Raises 55000 unless the namespace has a lease: without one a claim is
+// held by its transaction and ends with it.
+void require_lease(const text* ns, const pg::Policy& policy, bool recording) {
+  if (policy.lease_us > 0) return;
+  throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
+                    "idempotency namespace \"" + pg::string_of(ns) + "\" has no in_progress_lease",
+                    recording ? "Without a lease a claim is held by its transaction and ends with it: a retry "
+                                "never resumes it, so it has no recovery points."
+                              : "Without a lease a claim is held by its transaction and ends with it: there is no "
+                                "lease to extend.",
+                    "Give the namespace one with idem_namespace_configure(namespace, in_progress_lease => ...).");
+}
+
 // Moves the lease of the caller's claim on: the in_progress record keeps its
 // fence and attempt, and its lease runs again from now. With a point, it
 // records the recovery point and its state (NULL for none) too. Returns the
 // new end of the lease.
 TimestampTz extend(FunctionCallInfo fcinfo, const Heartbeat& args) {
   const bool recording = args.point >= 0;
-  const char* function = args.function;
   text* ns = pg::namespace_arg(fcinfo, 0);
   text* given_key = pg::key_arg(fcinfo, 1);
   if (PG_ARGISNULL(args.fence))
     throw core::Error(core::sqlstate::invalid_parameter_value, "idempotency fence must not be null",
-                      std::string(function) + " acts for the claim that drew the fence: pass the fence idem_begin "
-                      "answered with fresh.");
-  const pg::Claim proof = proof_arg(fcinfo, args.fence, true);
+                      std::string(args.function) + " acts for the claim that drew the fence: pass the fence "
+                      "idem_begin answered with fresh.");
+  const pg::Claim proof = proof_arg(fcinfo, args.fence);
   text* point = recording ? point_arg(fcinfo, args.point) : nullptr;
   Jsonb* state = recording && !PG_ARGISNULL(args.state) ? PG_GETARG_JSONB_P(args.state) : nullptr;
   const pg::Policy policy = pg::authorize(ns);
   // On a store Citus distributes, only on the node of the key's shard (its
-  // entry point, <table>_extend_lease or <table>_record_point: open_store).
+  // entry point, <table>_extend_lease or <table>_save_point: open_store).
   pg::refuse_where_citus_would_split_the_store(fcinfo, pg::citus_distributes(policy.store));
   if (state != nullptr) {
     pg::check_payload_size(state, "recovery state", ns, policy);
     pg::check_utf8(&state->root);
   }
-  pg::require_read_write(given_key, function, recording ? "record a recovery point of" : "extend the lease of");
-  if (policy.lease_us == 0)
-    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      "idempotency namespace \"" + pg::string_of(ns) + "\" has no in_progress_lease",
-                      recording ? "Without a lease a claim is held by its transaction and ends with it: a retry "
-                                  "never resumes it, so it has no recovery points."
-                                : "Without a lease a claim is held by its transaction and ends with it: there is no "
-                                  "lease to extend.",
-                      "Give the namespace one with idem_namespace_configure(namespace, in_progress_lease => ...).");
+  const char* action = recording ? "record a recovery point of" : "extend the lease of";
+  pg::require_read_write(given_key, args.function, action);
+  require_lease(ns, policy, recording);
   text* key = pg::stored_key(given_key, policy);
-  const pg::Store store = pg::open_store(ns, policy.store, RowExclusiveLock,
-                                         pg::Call{key, policy.hash_keys, args.entry_point});
-  if (recording && !store.recovers) {
-    const pg::ShapeProblem why = pg::recovery_columns_problem(store, policy.store);
-    throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      "the store of idempotency namespace \"" + pg::string_of(ns) + "\" cannot keep recovery points",
-                      why.problem != nullptr ? why.problem : "",
-                      why.fix != nullptr ? why.fix
-                                         : (store.own ? "Update the extension: ALTER EXTENSION idempotency UPDATE."
-                                                      : "Copy the rows into a table idem_create_store makes, and "
-                                                        "bind the namespace to it."));
-  }
+  const pg::Store store =
+      pg::open_store(ns, policy.store, RowExclusiveLock, pg::Call{key, policy.hash_keys, args.entry_point});
   if (pg::held_claim(ns, key) != nullptr) {  // made before the namespace had a lease
     char label[32];
     pg::key_label(given_key, label);
     throw core::Error(core::sqlstate::object_not_in_prerequisite_state,
-                      std::string(recording ? "cannot record a recovery point of idempotency key "
-                                            : "cannot extend the lease of idempotency key ") +
-                          label + ": this transaction holds it by its lock",
+                      std::string("cannot ") + action + " idempotency key " + label + ": this transaction holds it by "
+                      "its lock",
                       "The claim was made before namespace \"" + pg::string_of(ns) +
                           "\" had a lease: it is held by this transaction and ends with it.");
   }
-  const Datum values[5] = {PointerGetDatum(ns), PointerGetDatum(key), Int64GetDatum(proof.value),
-                           PointerGetDatum(point), PointerGetDatum(state)};
-  Datum claimed_at;
-  bool none = true;
-  if (pg::execute(recording ? record_point_fence : extend_fence, store, values, state != nullptr ? "     " : "    n",
-                  &claimed_at, &none) == 0 ||
-      none)
-    not_in_progress(store, ns, key, given_key, recording ? "record a recovery point of" : "extend the lease of",
-                    proof);
-  if (recording) pg::count(pg::recovery_points);
-  return DatumGetTimestampTz(claimed_at) + policy.lease_us;
+  const TimestampTz claimed_at = pg::extend_claim(store, ns, key, proof.value, point, state);
+  if (claimed_at == 0) not_in_progress(store, ns, key, given_key, action, proof);
+  if (recording) pg::count(pg::recovery_points), pg::count_in(ns, pg::ns_recovery_points);
+  return claimed_at + policy.lease_us;
 }
 
 }  // namespace
 
 // A holder's heartbeat (0.7.0): its claim under a lease is not taken over
 // while it keeps calling this within the lease.
-IDEM_FUNCTION(idem_extend_lease) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, extend_lease_args)); }
+IDEM_FUNCTION(idem_extend_lease_1_0) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, extend_lease_args)); }
 
 // A holder's recovery point (1.0.0; 0.8.0's idem_record_point, with the
 // fence last): how far its work got, which a begin that takes the claim
 // over answers, and a heartbeat too.
 IDEM_FUNCTION(idem_save_point) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, save_point_args)); }
-IDEM_FUNCTION(idem_record_point) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, record_point_args)); }
-
-// The 0.5.0 entry points take a fence (bigint); the 0.2.0 to 0.4.1
-// definitions, which a schema not yet updated still has, take an attempt
-// number (integer) or nothing.
+IDEM_FUNCTION(idem_record_point_1_0) { PG_RETURN_TIMESTAMPTZ(extend(fcinfo, record_point_args)); }
 
 // Records the result of the caller's in-progress operation; every later
-// begin with the same request replays it (prior_result).
-IDEM_FUNCTION(idem_commit_0_5) {
-  finish(fcinfo, true, true);
-  PG_RETURN_VOID();
-}
-IDEM_FUNCTION(idem_commit) {
-  finish(fcinfo, true, false);
+// begin with the same request replays it (prior_result). The symbol 0.5.0
+// gave it, with the fence argument.
+IDEM_FUNCTION(idem_commit_1_0) {
+  finish(fcinfo, true);
   PG_RETURN_VOID();
 }
 
 // Records a permanent error; every later begin with the same request
 // replays it (prior_error).
-IDEM_FUNCTION(idem_fail_permanent_0_5) {
-  finish(fcinfo, false, true);
-  PG_RETURN_VOID();
-}
-IDEM_FUNCTION(idem_fail_permanent) {
-  finish(fcinfo, false, false);
+IDEM_FUNCTION(idem_fail_permanent_1_0) {
+  finish(fcinfo, false);
   PG_RETURN_VOID();
 }
 
-// Forgets the in-progress operation so that the next begin is fresh. 0.8.0
-// refuses a record whose work may have had effects (taken over, or with a
-// recovery point): its own symbol, so that a session still running an
-// older library, which would forget it, is refused after the update.
-IDEM_FUNCTION(idem_fail_transient_0_8) {
-  forget(fcinfo, true);
+// Forgets the in-progress operation so that the next begin is fresh, but
+// not a record whose work may have had effects (taken over, or with a
+// recovery point): 0.8.0's symbol, which no older library has.
+IDEM_FUNCTION(idem_fail_transient_1_0) {
+  forget(fcinfo);
   PG_RETURN_VOID();
 }
-IDEM_FUNCTION(idem_fail_transient_0_5) {
-  forget(fcinfo, true);
-  PG_RETURN_VOID();
-}
-IDEM_FUNCTION(idem_fail_transient) {
-  forget(fcinfo, false);
-  PG_RETURN_VOID();
-}
+
+// The symbols 0.9's scripts name, for a schema not yet updated (1.0.0's
+// names are new: they read idem_defaults, which no older library does).
+IDEM_FUNCTION(idem_extend_lease) { return idem_extend_lease_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_record_point) { return idem_record_point_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_commit_0_5) { return idem_commit_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_fail_permanent_0_5) { return idem_fail_permanent_1_0_body(fcinfo); }
+IDEM_FUNCTION(idem_fail_transient_0_8) { return idem_fail_transient_1_0_body(fcinfo); }

@@ -1,6 +1,8 @@
-// write.cpp: the claim, finish and forget writes through heapam (see
-// write.hpp). No C++ object with a destructor is alive in this file while
-// PostgreSQL is called: every function here may raise.
+// write.cpp: the direct backend (backend.hpp): a store's claim, finish and
+// forget writes through heapam and the index access methods, for a table
+// exactly as the install scripts make the extension's (see write.hpp). No
+// C++ object with a destructor is alive in this file while PostgreSQL is
+// called: every function here may raise.
 #include "write.hpp"
 
 extern "C" {
@@ -22,15 +24,16 @@ extern "C" {
 #include <string>
 
 #include "../core/error.hpp"
+#include "backend.hpp"
 #include "compat.hpp"
 #include "fence.hpp"
+#include "purge.hpp"
 
 namespace idem::pg {
 
 namespace {
 
-// The most columns a directly written store has (store.cpp, direct_index):
-// the arrays below have a slot for each; a store of twelve uses the first.
+// The columns of a directly written store (store.cpp, direct_index).
 constexpr int natts = col_recovery_state;
 
 // Inserts the entry for the heap tuple at tid into index (whose one or two
@@ -70,10 +73,10 @@ void insert_record(const Store& store, Datum (&values)[natts], bool (&nulls)[nat
 // in_progress record claim names. No proof (Claim::none) names only a record
 // this transaction claimed (inserted, or took over): another transaction's
 // claim, committed under a lease, is finished only with its fence. With
-// unsettled, whether the record's work may have had effects (taken over, or
-// with a recovery point), which forgetting refuses.
+// kept, what makes a matching record one forgetting refuses: taken over
+// (attempt > 1) or with a recovery point (kept->result is Forgot::kept).
 bool read_claim(Relation table, const Store& store, Snapshot snapshot, text* ns, text* key, const Claim& claim,
-                Datum* values, bool* nulls, ItemPointerData* tid, bool* unsettled = nullptr) {
+                Datum* values, bool* nulls, ItemPointerData* tid, Forgot* kept = nullptr) {
   Relation pkey = index_open(store.pkey, AccessShareLock);
   ScanKeyData keys[2];
   key_scan_keys(pkey, ns, key, keys);
@@ -84,8 +87,6 @@ bool read_claim(Relation table, const Store& store, Snapshot snapshot, text* ns,
     slot_getallattrs(slot);
     const text* status = DatumGetTextPP(slot->tts_values[col_status - 1]);
     matches = VARSIZE_ANY_EXHDR(status) == 11 && memcmp(VARDATA_ANY(status), "in_progress", 11) == 0;
-    if (matches && claim.kind == Claim::attempt)
-      matches = DatumGetInt32(slot->tts_values[col_attempt - 1]) == claim.value;
     if (matches && claim.kind == Claim::fence)
       matches = !slot->tts_isnull[col_fence - 1] && DatumGetInt64(slot->tts_values[col_fence - 1]) == claim.value;
     if (matches && claim.kind == Claim::none) {
@@ -94,9 +95,13 @@ bool read_claim(Relation table, const Store& store, Snapshot snapshot, text* ns,
       matches = !no_xmin && TransactionIdIsCurrentTransactionId(DatumGetTransactionId(xmin));
     }
   }
-  if (matches && unsettled != nullptr)
-    *unsettled = DatumGetInt32(slot->tts_values[col_attempt - 1]) > 1 ||
-                 (slot->tts_tupleDescriptor->natts >= col_recovery_point && !slot->tts_isnull[col_recovery_point - 1]);
+  if (matches && kept != nullptr) {
+    const int32 attempt = DatumGetInt32(slot->tts_values[col_attempt - 1]);
+    const bool point = !slot->tts_isnull[col_recovery_point - 1];
+    if (attempt > 1 || point)
+      *kept = Forgot{Forgot::kept, attempt,
+                     point ? text_to_cstring(DatumGetTextPP(slot->tts_values[col_recovery_point - 1])) : nullptr};
+  }
   if (matches && values != nullptr) {
     // The new version is formed from these after the buffer is released:
     // copy what is not passed by value.
@@ -142,7 +147,7 @@ bool changed(TM_Result result) {
 // changed it first. committing/payload are finish's; forgetting deletes,
 // but not a record taken over or with a recovery point (*kept).
 bool transition(const Store& store, text* ns, text* key, const Claim& claim, bool forgetting, bool committing,
-                Jsonb* payload, bool* kept) {
+                Jsonb* payload, Forgot* kept) {
   Relation table = table_open(store.table, RowExclusiveLock);
   // What UPDATE and DELETE check first: a table published for updates or
   // deletes needs a replica identity, or subscribers cannot apply them.
@@ -157,7 +162,7 @@ bool transition(const Store& store, text* ns, text* key, const Claim& claim, boo
     const bool found = read_claim(table, store, snapshot, ns, key, claim, forgetting ? nullptr : values, nulls, &tid,
                                   forgetting ? kept : nullptr);
     PopActiveSnapshot();
-    if (!found || (forgetting && *kept)) break;
+    if (!found || (forgetting && kept->result == Forgot::kept)) break;
     TM_FailureData failure;
     if (forgetting) {
       if (!changed(compat::heap_delete(table, &tid, GetCurrentCommandId(true), &failure)))
@@ -182,17 +187,9 @@ bool transition(const Store& store, text* ns, text* key, const Claim& claim, boo
   return done;
 }
 
-}  // namespace
-
-Snapshot push_snapshot() {
-  CommandCounterIncrement();
-  PushCopiedSnapshot(IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : GetLatestSnapshot());
-  UpdateActiveSnapshotCommandId();
-  return GetActiveSnapshot();
-}
-
-int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, Jsonb* request,
-                   TimestampTz now, Interval* window) {
+// The inserts, as the statements of sql_backend.cpp make them.
+int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, Jsonb* request, TimestampTz now,
+                   Interval* window) {
   const int64 fence = draw_fence();
   Datum values[natts] = {};
   bool nulls[natts] = {};
@@ -213,7 +210,17 @@ int64 insert_claim(const Store& store, text* ns, text* key, Datum request_hash, 
   return fence;
 }
 
-void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& held, bool committing,
+}  // namespace
+
+Snapshot push_snapshot() {
+  CommandCounterIncrement();
+  PushCopiedSnapshot(IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : GetLatestSnapshot());
+  UpdateActiveSnapshotCommandId();
+  return GetActiveSnapshot();
+}
+
+// The finished record of a claim held by its lock alone.
+static void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& held, bool committing,
                      Jsonb* payload, bool keep_request) {
   Datum values[natts] = {};
   bool nulls[natts] = {};
@@ -235,13 +242,27 @@ void insert_finished(const Store& store, text* ns, text* key, const HeldClaim& h
   insert_record(store, values, nulls);
 }
 
+namespace {
+
 bool finish_claim(const Store& store, text* ns, text* key, const Claim& claim, bool committing, Jsonb* payload) {
   return transition(store, ns, key, claim, false, committing, payload, nullptr);
 }
 
-bool forget_claim(const Store& store, text* ns, text* key, const Claim& claim, bool* kept) {
-  return transition(store, ns, key, claim, true, false, nullptr, kept);
+Forgot forget_claim(const Store& store, text* ns, text* key, const Claim& claim) {
+  Forgot kept{Forgot::nothing, 0, nullptr};
+  return transition(store, ns, key, claim, true, false, nullptr, &kept) ? Forgot{Forgot::forgotten, 0, nullptr} : kept;
 }
+
+// A chunk without the executor, or through the statement when the
+// expires_at index was replaced meanwhile (-1).
+int64 purge_chunk(const Store& store, int32 batch, const Leases& leases) {
+  const int64 purged = purge_direct(store, batch, leases);
+  return purged >= 0 ? purged : sql_backend.purge(store, batch, leases);
+}
+
+}  // namespace
+
+const Backend direct_backend = {insert_claim, insert_finished, finish_claim, forget_claim, purge_chunk};
 
 bool claimed_here(const Store& store, text* ns, text* key, const Claim& claim) {
   Relation table = table_open(store.table, RowExclusiveLock);

@@ -11,19 +11,21 @@ GRANT USAGE ON SCHEMA idempotency_internal TO PUBLIC;
 
 -- What is stored is not for every role: monitoring roles read the views,
 -- superusers reset the counters.
-REVOKE ALL ON idem_stats, idem_namespace_stats, idem_namespaces FROM PUBLIC;
+REVOKE ALL ON idem_stats, idem_namespace_stats, idem_namespaces, idem_metrics FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_stats_counters(), idem_stats_reset(),
                        idempotency_internal.idem_stats_counters(), idempotency_internal.idem_stats_released_keys(),
-                       idempotency_internal.idem_stats_recovery(), idempotency_internal.idem_stats_stores_skipped(),
-                       idempotency_internal.idem_namespace_stats_figures(),
-                       idempotency_internal.idem_stats_count_purged(bigint)
+                       idempotency_internal.idem_stats_recovery(), idempotency_internal.idem_namespace_stats_figures(),
+                       idempotency_internal.idem_stats_count_purged(bigint),
+                       idempotency_internal.idem_namespace_counters(), idempotency_internal.idem_metrics_figures(),
+                       idempotency_internal.idem_metrics_stores()
     FROM PUBLIC;
 GRANT USAGE ON SCHEMA @extschema@ TO pg_monitor;
-GRANT SELECT ON idem_stats, idem_namespace_stats, idem_namespaces TO pg_monitor;
+GRANT SELECT ON idem_stats, idem_namespace_stats, idem_namespaces, idem_metrics TO pg_monitor;
 GRANT EXECUTE ON FUNCTION idem_stats_counters(),
                           idempotency_internal.idem_stats_counters(), idempotency_internal.idem_stats_released_keys(),
-                          idempotency_internal.idem_stats_recovery(), idempotency_internal.idem_stats_stores_skipped(),
-                          idempotency_internal.idem_namespace_stats_figures()
+                          idempotency_internal.idem_stats_recovery(), idempotency_internal.idem_namespace_stats_figures(),
+                          idempotency_internal.idem_namespace_counters(), idempotency_internal.idem_metrics_figures(),
+                          idempotency_internal.idem_metrics_stores()
     TO pg_monitor;
 
 -- Purging, operators' functions and administration are the extension
@@ -45,7 +47,8 @@ REVOKE ALL ON FUNCTION idempotency_internal.idem_namespace_changed(),
                        idempotency_internal.idem_store_purge(regclass, integer),
                        idempotency_internal.idem_store_forget_requests(regclass, text),
                        idempotency_internal.idem_store_count(regclass, text, boolean),
-                       idempotency_internal.idem_store_stats(regclass)
+                       idempotency_internal.idem_store_stats(regclass),
+                       idempotency_internal.idem_lock_namespace_briefly(text)
     FROM PUBLIC;
 
 -- The grants this script makes are all the extension's objects have: the
@@ -100,14 +103,17 @@ BEGIN
                    AND ((a.privilege_type = 'SELECT'
                          AND d.objid IN ('@extschema@.idem_stats'::pg_catalog.regclass,
                                          '@extschema@.idem_namespace_stats'::pg_catalog.regclass,
-                                         '@extschema@.idem_namespaces'::pg_catalog.regclass))
+                                         '@extschema@.idem_namespaces'::pg_catalog.regclass,
+                                         '@extschema@.idem_metrics'::pg_catalog.regclass))
                         OR (a.privilege_type = 'EXECUTE'
                             AND d.objid IN ('@extschema@.idem_stats_counters()'::pg_catalog.regprocedure,
                                             'idempotency_internal.idem_stats_counters()'::pg_catalog.regprocedure,
                                             'idempotency_internal.idem_stats_released_keys()'::pg_catalog.regprocedure,
                                             'idempotency_internal.idem_stats_recovery()'::pg_catalog.regprocedure,
-                                            'idempotency_internal.idem_stats_stores_skipped()'::pg_catalog.regprocedure,
-                                            'idempotency_internal.idem_namespace_stats_figures()'::pg_catalog.regprocedure))))
+                                            'idempotency_internal.idem_namespace_stats_figures()'::pg_catalog.regprocedure,
+                                            'idempotency_internal.idem_namespace_counters()'::pg_catalog.regprocedure,
+                                            'idempotency_internal.idem_metrics_figures()'::pg_catalog.regprocedure,
+                                            'idempotency_internal.idem_metrics_stores()'::pg_catalog.regprocedure))))
     LOOP
         EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %I', x.privilege_type, x.kind, x.name, x.rolname);
     END LOOP;

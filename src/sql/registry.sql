@@ -118,6 +118,25 @@ $$;
 COMMENT ON FUNCTION idem_namespace_configure(text, interval, interval, boolean, boolean, integer) IS
 'Registers a namespace or replaces its settings; a NULL setting follows idem_defaults';
 
+-- Namespace ns's lock, as idem_lock_namespace takes it, for a change of
+-- every namespace's defaults: waiting at most 100 ms, so that a change
+-- never holds one namespace's begins behind another's open transaction.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_lock_namespace_briefly(ns text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '100ms'
+AS $$
+BEGIN
+    PERFORM @extschema@.idem_lock_namespace(ns);
+EXCEPTION WHEN lock_not_available THEN
+    RAISE EXCEPTION 'could not change the defaults of idempotency namespaces'
+        USING ERRCODE = 'lock_not_available',
+              DETAIL = format('Namespace "%s", which follows the defaults, has a transaction in progress that began a key.', ns),
+              HINT = 'Retry. The change waits at most 100 ms for each namespace, so that no other namespace''s begins wait behind it.';
+END;
+$$;
+
 -- The settings of namespaces that set none: replaces the row of
 -- idem_defaults, every call stating them all (a NULL keeps the current
 -- value). Shortening the default lease to none is refused while a record
@@ -165,16 +184,29 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('in_flight_wait must be zero or positive, at most 2147483647 ms (about 24.8 days), and no part of it negative, not %s.', in_flight_wait);
     END IF;
+    -- The row, made with the built-in defaults if there is none yet.
+    INSERT INTO @extschema@.idem_defaults DEFAULT VALUES ON CONFLICT DO NOTHING;
     SELECT * INTO old FROM @extschema@.idem_defaults d FOR UPDATE;
-    -- The namespaces that follow the defaults are those without a setting of their own.
+    -- The namespaces that follow the defaults: registered ones without a
+    -- setting of their own, and unregistered ones (their records are in the
+    -- extension's table). Each is locked as idem_namespace_configure locks
+    -- one, waiting briefly (a busy one fails the change, to be retried),
+    -- so that no namespace's begins wait behind another's transaction.
     FOR ns IN
         SELECT c.namespace FROM @extschema@.idem_namespace_config c
         WHERE (old.in_progress_lease > interval '0' AND idem_namespace_defaults.in_progress_lease = interval '0'
                AND c.in_progress_lease IS NULL)
            OR (old.store_request AND idem_namespace_defaults.store_request IS FALSE AND c.store_request IS NULL)
-        ORDER BY c.namespace
+        UNION
+        SELECT DISTINCT r.namespace FROM @extschema@.idempotency_record r
+        WHERE NOT EXISTS (SELECT FROM @extschema@.idem_namespace_config c WHERE c.namespace = r.namespace)
+          AND ((old.in_progress_lease > interval '0' AND idem_namespace_defaults.in_progress_lease = interval '0'
+                AND r.status = 'in_progress')
+               OR (old.store_request AND idem_namespace_defaults.store_request IS FALSE
+                   AND r.request_payload IS NOT NULL))
+        ORDER BY 1
     LOOP
-        PERFORM @extschema@.idem_lock_namespace(ns);
+        PERFORM idempotency_internal.idem_lock_namespace_briefly(ns);
         IF old.in_progress_lease > interval '0' AND in_progress_lease = interval '0' THEN
             records := idempotency_internal.idem_store_count(
                 (SELECT c.store FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns), ns, in_progress_only => true);
@@ -186,9 +218,18 @@ BEGIN
                           HINT = 'Let the records in progress be finished or taken over, or give the namespace a lease of its own; then remove the default.';
             END IF;
         END IF;
+        -- One store's failure (its owner's trigger, say) is its own: the
+        -- others are scrubbed, and its records' requests are never shown
+        -- while store_request is off.
         IF old.store_request AND store_request IS FALSE THEN
-            PERFORM idempotency_internal.idem_store_forget_requests(
-                (SELECT c.store FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns), ns);
+            BEGIN
+                PERFORM idempotency_internal.idem_store_forget_requests(
+                    (SELECT c.store FROM @extschema@.idem_namespace_config c WHERE c.namespace = ns), ns);
+            EXCEPTION WHEN OTHERS THEN
+                RAISE WARNING 'idempotency: the store of namespace "%" kept its requests', ns
+                    USING DETAIL = SQLERRM,
+                          HINT = 'Fix the store, then run idem_namespace_configure(namespace, store_request => false) for it.';
+            END;
         END IF;
     END LOOP;
     UPDATE @extschema@.idem_defaults d SET

@@ -30,7 +30,7 @@ AS 'MODULE_PATHNAME', 'idem_stats_reset'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION idem_stats_reset() IS
-'Sets the counters of idem_stats back to zero';
+'Sets the counters of idem_stats and idem_metrics back to zero';
 
 -- idem_purge reports the rows it deleted here.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_stats_count_purged(rows bigint)

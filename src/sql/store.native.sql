@@ -45,7 +45,7 @@ COMMENT ON FUNCTION idem_begin_batch(text, text[], jsonb[], interval, interval) 
 -- the database. Fences are compared for equality only.
 CREATE OR REPLACE FUNCTION idem_commit(namespace text, key text, result jsonb, fence bigint DEFAULT NULL)
 RETURNS void
-AS 'MODULE_PATHNAME', 'idem_commit_0_5'
+AS 'MODULE_PATHNAME', 'idem_commit_1_0'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idem_commit(text, text, jsonb, bigint) IS
@@ -53,7 +53,7 @@ COMMENT ON FUNCTION idem_commit(text, text, jsonb, bigint) IS
 
 CREATE OR REPLACE FUNCTION idem_fail_permanent(namespace text, key text, error jsonb, fence bigint DEFAULT NULL)
 RETURNS void
-AS 'MODULE_PATHNAME', 'idem_fail_permanent_0_5'
+AS 'MODULE_PATHNAME', 'idem_fail_permanent_1_0'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idem_fail_permanent(text, text, jsonb, bigint) IS
@@ -61,7 +61,7 @@ COMMENT ON FUNCTION idem_fail_permanent(text, text, jsonb, bigint) IS
 
 CREATE OR REPLACE FUNCTION idem_fail_transient(namespace text, key text, fence bigint DEFAULT NULL)
 RETURNS void
-AS 'MODULE_PATHNAME', 'idem_fail_transient_0_8'
+AS 'MODULE_PATHNAME', 'idem_fail_transient_1_0'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idem_fail_transient(text, text, bigint) IS
@@ -110,7 +110,7 @@ COMMENT ON FUNCTION idem_release_key(text, text) IS
 -- the new end of the lease.
 CREATE OR REPLACE FUNCTION idem_extend_lease(namespace text, key text, fence bigint)
 RETURNS timestamptz
-AS 'MODULE_PATHNAME', 'idem_extend_lease'
+AS 'MODULE_PATHNAME', 'idem_extend_lease_1_0'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idem_extend_lease(text, text, bigint) IS
@@ -134,7 +134,7 @@ COMMENT ON FUNCTION idem_save_point(text, text, text, jsonb, bigint) IS
 -- 0.9's name, the fence third: deprecated, removed in 2.0.
 CREATE OR REPLACE FUNCTION idem_record_point(namespace text, key text, fence bigint, point text, state jsonb DEFAULT NULL)
 RETURNS timestamptz
-AS 'MODULE_PATHNAME', 'idem_record_point'
+AS 'MODULE_PATHNAME', 'idem_record_point_1_0'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION idem_record_point(text, text, bigint, text, jsonb) IS

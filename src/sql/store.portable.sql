@@ -63,6 +63,16 @@ DECLARE
     problem record;
 BEGIN
     IF store IS NULL THEN
+        -- The extension's own table, refused as a bound store is when it
+        -- was made unlogged (its other checks hold by construction).
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c
+                       WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.idempotency_record'::pg_catalog.regclass
+                         AND c.relpersistence OPERATOR(pg_catalog.=) 'p') THEN
+            problem := idempotency_internal.idem_store_problem('@extschema@.idempotency_record'::pg_catalog.regclass);
+            RAISE EXCEPTION 'the store of idempotency namespace "%" cannot be used', namespace
+                USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = problem.problem,
+                      HINT = coalesce(problem.fix, 'docs/api.md gives the table a store needs; fix it, or bind the namespace to another store with idem_bind_store.');
+        END IF;
         RETURN '@extschema@.idempotency_record'::pg_catalog.regclass;
     ELSIF NOT EXISTS (SELECT FROM pg_catalog.pg_class t WHERE t.oid OPERATOR(pg_catalog.=) store) THEN
         RAISE EXCEPTION 'the store of idempotency namespace "%" no longer exists', namespace
@@ -429,8 +439,7 @@ BEGIN
         ELSE
             wait_ms := idempotency_internal.idem_wait_ms(in_flight_wait, p);
         END IF;
-        PERFORM idempotency_internal.idem_lock_store(CASE WHEN p.store IS NULL THEN '@extschema@.idempotency_record'::pg_catalog.regclass
-                                                          ELSE idempotency_internal.idem_store_table(p.store, namespace) END);
+        PERFORM idempotency_internal.idem_lock_store(idempotency_internal.idem_store_table(p.store, namespace));
         stored := idempotency_internal.idem_stored_key(given_key, p.hash_keys);
         r := idempotency_internal.idem_look(p.store, p.recovers, namespace, stored);
         -- A finished record is final: answered without the namespace's
@@ -467,9 +476,7 @@ BEGIN
         submitted := @extschema@.idem_request_hash(request, p.ignore);
     END IF;
     stored := idempotency_internal.idem_stored_key(given_key, p.hash_keys);
-    IF p.store IS NOT NULL THEN
-        PERFORM idempotency_internal.idem_store_table(p.store, namespace);
-    END IF;
+    PERFORM idempotency_internal.idem_store_table(p.store, namespace);
     key_tag := idempotency_internal.idem_tag(p.secret, 'k', namespace, stored);
     IF wait_ms OPERATOR(pg_catalog.>) 0 THEN
         deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => wait_ms OPERATOR(pg_catalog./) 1000);
@@ -892,8 +899,7 @@ BEGIN
                                                         CASE WHEN committing THEN 'commit' ELSE 'fail' END);
     END IF;
     stored := idempotency_internal.idem_stored_key(given_key, p.hash_keys);
-    store := CASE WHEN p.store IS NULL THEN '@extschema@.idempotency_record'::pg_catalog.regclass
-                  ELSE idempotency_internal.idem_store_table(p.store, namespace) END;
+    store := idempotency_internal.idem_store_table(p.store, namespace);
     IF p.store IS NULL AND current_setting('transaction_isolation') = 'read committed' THEN
         UPDATE @extschema@.idempotency_record r
         SET status = CASE WHEN committing THEN 'committed' ELSE 'failed' END,

@@ -7,7 +7,7 @@
 -- shape the ALTER TABLE that fixes it.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_store_problem(store regclass, OUT problem text, OUT fix text)
 RETURNS record
-AS 'MODULE_PATHNAME', 'idem_store_problem'
+AS 'MODULE_PATHNAME', 'idem_store_problem_1_0'
 LANGUAGE C STABLE PARALLEL SAFE;
 
 -- One chunk of purge from a store (NULL: the extension's table),
@@ -16,12 +16,12 @@ LANGUAGE C STABLE PARALLEL SAFE;
 -- would run that table's triggers with the extension owner's rights.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_store_purge(store regclass, batch_size integer)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'idem_store_purge'
+AS 'MODULE_PATHNAME', 'idem_store_purge_1_0'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_store_forget_requests(store regclass, namespace text)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'idem_store_forget_requests'
+AS 'MODULE_PATHNAME', 'idem_store_forget_requests_1_0'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- How many records (or, with in_progress_only, records in
@@ -30,10 +30,10 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- both read the store as its owner, never as the extension's.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_store_count(store regclass, namespace text, in_progress_only boolean DEFAULT false)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'idem_store_count'
+AS 'MODULE_PATHNAME', 'idem_store_count_1_0'
 LANGUAGE C STABLE PARALLEL UNSAFE;
 
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_store_stats(store regclass)
 RETURNS jsonb
-AS 'MODULE_PATHNAME', 'idem_store_stats_0_7'
+AS 'MODULE_PATHNAME', 'idem_store_stats_1_0'
 LANGUAGE C STABLE PARALLEL UNSAFE;

@@ -135,12 +135,13 @@ BEGIN
         RETURN;
     END IF;
     natts := (SELECT coalesce(max(x.attnum), 0) FROM pg_attribute x WHERE x.attrelid = store AND x.attnum > 0);
-    FOR e IN SELECT * FROM idempotency_internal.idem_store_columns() c WHERE c.attnum <= 12 ORDER BY c.attnum LOOP
+    FOR e IN SELECT * FROM idempotency_internal.idem_store_columns() c ORDER BY c.attnum LOOP
         IF e.attnum > natts THEN   -- an older shape: every column so far is right
-            problem := format('%s has the columns of an older store''s shape, up to %s; this release needs %s too (and recovery_point, recovery_state to keep recovery points).',
+            problem := CASE WHEN e.attnum = 1 THEN format('%s has no columns; a store needs %s.', t.relname, (SELECT string_agg(c.name, ', ' ORDER BY c.attnum) FROM idempotency_internal.idem_store_columns() c))
+                            ELSE format('%s has the columns of an older store''s shape, up to %s; this release needs %s too.',
                               t.relname, (SELECT c.name FROM idempotency_internal.idem_store_columns() c WHERE c.attnum = e.attnum - 1),
                               (SELECT string_agg(c.name, ', ' ORDER BY c.attnum) FROM idempotency_internal.idem_store_columns() c
-                               WHERE c.attnum >= e.attnum AND c.attnum <= 12));
+                               WHERE c.attnum >= e.attnum)) END;
             fix := format('Add them: ALTER TABLE %s %s;', t.qualified,
                           (SELECT string_agg(format('ADD COLUMN %s %s', c.name, c.definition), ', ' ORDER BY c.attnum)
                            FROM idempotency_internal.idem_store_columns() c WHERE c.attnum >= e.attnum));
@@ -417,7 +418,9 @@ BEGIN
                        ' now() - min(r.created_at) FILTER (WHERE r.status = ''in_progress'') AS oldest_in_progress_age,'
                        ' count(*) FILTER (WHERE r.expires_at < now()) AS expired,'
                        ' now() - min(r.expires_at) FILTER (WHERE r.expires_at < now()) AS oldest_expired_age,'
-                       ' sum(pg_column_size(r.*))::int8 AS row_bytes'
+                       ' sum(pg_column_size(r.*))::int8 AS row_bytes,'
+                       ' now() - min(r.updated_at) FILTER (WHERE r.status = ''in_progress'') AS oldest_in_progress_idle,'
+                       ' count(*) FILTER (WHERE r.attempt > 1) AS taken_over'
                        ' FROM %s r GROUP BY r.namespace) s', target)
         INTO figures;
     EXCEPTION WHEN OTHERS THEN

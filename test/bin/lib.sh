@@ -10,6 +10,9 @@ set -euo pipefail
 # and META.json name the same ones (check-release compares). 15 is Debian
 # 12's own and runs every layer; test/bin/pg-major brings the others.
 MAJORS=(13 15 17 18 19)
+# The majors whose Perl TAP layer runs (make test PG=NN): the oldest and the
+# newest stable besides 15; 17 and 19 run the SQL suites only.
+PERL_MAJORS=(13 15 18)
 PGVER=${PGVER:-15}
 # Where test/bin/pg-major keeps what it downloads and unpacks (never committed).
 PG_MAJORS_DIR=${IDEM_PG_MAJORS_DIR:-/var/tmp/idempotency-pg}
@@ -89,7 +92,8 @@ TEST_PACKAGES=("postgresql-$PGVER-pgtap" libtap-parser-sourcehandler-pgtap-perl 
                "postgresql-$PGVER-cron" libgtest-dev python3 python3-psycopg clang libclang-rt-14-dev pgbouncer
                libdbd-pg-perl)
 
-# Builds the extension and installs it into the server's directories.
+# Builds the extension and installs it into the server's directories (make
+# run; the tests install into a private copy: private_install).
 build_and_install() {
   say "building and installing the extension"
   make -C "$REPO" -s PG_CONFIG="$PG_CONFIG"
@@ -100,14 +104,17 @@ build_and_install() {
 # records its line for the summary: PASS, FAIL, or SKIP when the command
 # exits 77 (its last line of output says why). Each line says how long the
 # layer took and how many tests it ran, as the test programs' own closing
-# lines count them (pg_regress, prove and pg_prove, GoogleTest).
+# lines count them (pg_regress, prove and pg_prove, GoogleTest), and ends
+# with RERUN when set: the command that runs the layer again. When that is
+# one of test/bin/check's (make check-regress), a failed layer's line also
+# names the command that runs again just the tests that failed.
 # summary LABEL prints the lines, appends them to $IDEM_SUMMARY_LOG when set
 # (.ci/run collects every layer of every step there), and fails if any failed.
 declare -a SUMMARY=()
 FAILED=0
 SKIP_STATUS=77
 run_layer() {
-  local name=$1 start=$SECONDS out status counts; shift
+  local name=$1 start=$SECONDS out status counts failed; shift
   say "$name"
   out=$(mktemp)
   set +e
@@ -118,11 +125,13 @@ run_layer() {
   counts=$(test_counts "$out")
   name="$name${counts:+ [$counts]} ($((SECONDS - start)) s)"
   if [ "$status" = 0 ]; then
-    SUMMARY+=("PASS  $name")
+    SUMMARY+=("PASS  $name${RERUN:+; rerun: $RERUN}")
   elif [ "$status" = "$SKIP_STATUS" ]; then
-    SUMMARY+=("SKIP  $name: $(grep -v '^[[:space:]]*$' "$out" | tail -n 1)")
+    SUMMARY+=("SKIP  $name: $(grep -v '^[[:space:]]*$' "$out" | tail -n 1)${RERUN:+; rerun: $RERUN}")
   else
-    SUMMARY+=("FAIL  $name")
+    failed=
+    [[ "${RERUN:-}" != "make check-"* ]] || failed=$(failed_tests "$out")
+    SUMMARY+=("FAIL  $name${RERUN:+; rerun: $RERUN}${failed:+; just the failed tests: $RERUN T='$failed'}")
     FAILED=$((FAILED + 1))
   fi
   rm -f "$out"
@@ -137,6 +146,15 @@ test_counts() {
     -e 's/^[#[:space:]]*([0-9]+) of ([0-9]+) tests passed, ([0-9]+) failed.*/\3 of \2 tests failed/p' \
     -e 's/^Files=([0-9]+), Tests=([0-9]+),.*/\1 files, \2 tests/p' \
     -e 's/^\[  PASSED  \] ([0-9]+) tests?.*/\1 tests passed/p' "$1" | paste -sd ';' | sed 's/;/; /g'
+}
+# failed_tests FILE: the names of the tests that failed, as the lines of
+# pg_regress and isolationtester (PostgreSQL 15's and 16's formats) and the
+# closing report of prove and pg_prove in FILE say, on one line.
+failed_tests() {
+  sed -n -E \
+    -e 's/^(test +| +)?([A-Za-z0-9_]+) +\.\.\. FAILED.*/\2/p' \
+    -e 's/^not ok [0-9]+ +[-+] +([A-Za-z0-9_]+) .*/\1/p' \
+    -e 's/^([^ ]*\/)?([A-Za-z0-9_]+)\.(pl|sql) +\(Wstat: .*/\2/p' "$1" | awk '!seen[$0]++' | paste -sd ' '
 }
 # merge_summary FILE: adds the lines another script's summary left in FILE
 # (a run inside a Debian root) to this script's.
@@ -168,30 +186,67 @@ in_root() {
     chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 IDEM_IN_ROOT=1 "$@"
 }
 
+# make_var NAME [DIR]: the value of a variable of the Makefile (REGRESS, ISOLATION).
+make_var() {
+  make -s --no-print-directory -C "${2:-$REPO}" -f Makefile -f - print-var VAR="$1" PG_CONFIG="$PG_CONFIG" \
+    <<<'print-var: ; @echo $($(VAR))'
+}
+
 # The SQL suites, run from source tree SRC against the server that PG*
-# names, with the PostgreSQL whose pg_config is PGCONFIG (run-tests uses the
-# system's, sanitize its instrumented copy). pg_regress and isolation print
-# their diffs when they fail, for CI logs.
+# names, with the PostgreSQL whose pg_config is PGCONFIG (run-tests and
+# check use their private copy's, sanitize its instrumented copy's). pg_regress and isolation print
+# their diffs when they fail, for CI logs. suite_pgtap SRC PGCONFIG
+# [NAME...] runs test/pgtap/NAME.sql (all without NAME) in a new database,
+# and the store's files among them (BOUND_PGTAP) again on a bound store.
+BOUND_PGTAP=(store_transitions store_properties namespace_lease batch_equivalence)
 suite_regress() {
   (cd "$1" && make -s installcheck PG_CONFIG="$2" ISOLATION=) || { cat "$1/regression.diffs" 2>/dev/null; return 1; }
 }
 suite_isolation() {
   (cd "$1" && make -s installcheck PG_CONFIG="$2" REGRESS=) || { cat "$1/output_iso/regression.diffs" 2>/dev/null; return 1; }
 }
+# suite_regress_alone SRC PGCONFIG OUT [NAME...]: each regression test (the
+# Makefile's REGRESS, or those named) alone, in a new database of its own
+# (one pg_regress each, its files in OUT/NAME), against the server that PG*
+# names: no test may need another's set-up or leftovers. Prints each test's
+# line, the diff of each that fails, and a closing count.
+suite_regress_alone() {
+  local src=$1 bindir pg_regress tests t failed=0
+  bindir=$("$2" --bindir)
+  pg_regress="$("$2" --pkglibdir)/pgxs/src/test/regress/pg_regress"
+  if [ $# -gt 3 ]; then tests=("${@:4}"); else read -r -a tests <<<"$(make_var REGRESS "$src")"; fi
+  for t in "${tests[@]}"; do
+    rm -rf "${3:?}/$t" && mkdir -p "$3/$t"
+    if ! "$pg_regress" --bindir="$bindir" --inputdir="$src" --outputdir="$3/$t" --dbname="idem_alone_$t" "$t" \
+        >"$3/$t/log" 2>&1; then
+      failed=$((failed + 1))
+      grep -E '^(test |(not )?ok [0-9])' "$3/$t/log" || cat "$3/$t/log"
+      cat "$3/$t/regression.diffs" 2>/dev/null
+    else
+      grep -E '^(test |ok [0-9])' "$3/$t/log"
+    fi
+  done
+  if [ "$failed" = 0 ]; then echo "All ${#tests[@]} tests passed."; else echo "$failed of ${#tests[@]} tests failed."; return 1; fi
+}
 suite_pgtap() {
-  local psql
+  local psql tests=() bound=() n
   psql="$("$2" --bindir)/psql"
-  "$psql" -X -q -d postgres -v ON_ERROR_STOP=1 -c 'CREATE DATABASE idempotency_tap' >/dev/null
+  for n in "${@:3}"; do tests+=("test/pgtap/$n.sql"); done
+  [ ${#tests[@]} -gt 0 ] || tests=(test/pgtap/)
+  "$psql" -X -q -d postgres -v ON_ERROR_STOP=1 -c 'SET client_min_messages = warning' \
+    -c 'DROP DATABASE IF EXISTS idempotency_tap WITH (FORCE)' -c 'CREATE DATABASE idempotency_tap' >/dev/null
   "$psql" -X -q -d idempotency_tap -v ON_ERROR_STOP=1 \
     -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION dblink' -c 'CREATE EXTENSION idempotency' >/dev/null
-  (cd "$1" && pg_prove --ext .sql -d idempotency_tap test/pgtap/) || return 1
+  (cd "$1" && pg_prove --ext .sql -d idempotency_tap "${tests[@]}") || return 1
   # The store's tests again, their namespaces bound to a table of the
   # service's (test/pgtap/store.psql).
+  for n in "${BOUND_PGTAP[@]}"; do
+    [ $# -eq 2 ] || [[ " ${*:3} " == *" $n "* ]] && bound+=("test/pgtap/$n.sql")
+  done
+  [ ${#bound[@]} -gt 0 ] || return 0
   "$psql" -X -q -d idempotency_tap -v ON_ERROR_STOP=1 \
     -c 'CREATE SCHEMA bound' -c "SELECT idempotency.idem_create_store('bound.records')" >/dev/null
-  (cd "$1" && pg_prove --set store=bound.records -d idempotency_tap \
-    test/pgtap/store_transitions.sql test/pgtap/store_properties.sql test/pgtap/namespace_lease.sql \
-    test/pgtap/batch_equivalence.sql)
+  (cd "$1" && pg_prove --set store=bound.records -d idempotency_tap "${bound[@]}")
 }
 
 # suite_perl_tap WORK [SKIP...]: the Perl TAP tests (test/t) but those named
@@ -206,12 +261,10 @@ suite_perl_tap() {
   prove_tree "$1/perl" "$REPO/test/t" "${@:2}"
 }
 
-# The commits at which releases 0.5.0 to 0.9.1 landed (as CI passed them):
-# 013_mixed_libraries.pl runs each one's library beside this build's in one
-# server.
-OLD_RELEASES=(0.5.0:7e6f60d526f83bf1181f72da45d82061cffff32d 0.6.0:68c12c420912b97996d5de5583f892795bdd9422
-              0.7.0:5d81d61480b5a748d13f111c770bf2a3bed3aaba 0.8.0:dc74c7b4615916089e2be8ff971e1158adcf2004
-              0.9.0:10e1dfa71079d93f58a7136cab59eefbebe5a824 0.9.1:1c7a76524a9c82a7d9eb3a389d879eedf872c0cb)
+# The commits at which the releases before this one landed (as CI passed
+# them): 013_mixed_libraries.pl runs each one's library beside this build's
+# in one server. This build serves the schemas of 0.9.x and 1.0.x only.
+OLD_RELEASES=(0.9.1:1c7a76524a9c82a7d9eb3a389d879eedf872c0cb 0.9.2:8e82403bfeb43ba999515d1b9140189406daeccc)
 
 # old_release DIR: builds those releases from the git history into
 # DIR/VERSION and exports IDEM_OLD_RELEASES ("VERSION:DIR ..."); without the
@@ -236,19 +289,19 @@ old_release() {
   [ "${#built[@]}" = 0 ] || export IDEM_OLD_RELEASES="${built[*]}"
 }
 
-# suite_citus WORK: the Citus layer (test/citus: a coordinator and two
+# suite_citus WORK [SKIP...]: the Citus layer (test/citus: a coordinator and two
 # workers on localhost), where Citus 13 is installed for this PostgreSQL.
 # Elsewhere it says it skipped (exit 77), unless IDEM_REQUIRE_CITUS=1 (CI,
 # which installs Citus with ../shared/citus/install): then that fails.
 suite_citus() {
   local control
-  control="$("$PG_CONFIG" --sharedir)/extension/citus.control"
+  control="$("$PG_BIN/pg_config" --sharedir)/extension/citus.control"
   if ! grep -qs "^default_version = '13\." "$control"; then
     echo "Citus 13 is not installed for PostgreSQL $PGVER ($control); ../shared/citus/install installs it"
     [ "${IDEM_REQUIRE_CITUS:-}" = 1 ] && return 1
     return "$SKIP_STATUS"
   fi
-  prove_tree "$1/citus" "$REPO/test/citus"
+  prove_tree "$1/citus" "$REPO/test/citus" "${@:2}"
 }
 
 # prove_tree WORK SOURCE [SKIP...]: the Perl TAP tests of directory SOURCE
@@ -304,6 +357,47 @@ private_pg_copy() {
     || die "the copied pg_config does not report the copy's sharedir"
 }
 
+# private_install ROOT: builds the extension here and installs it into a
+# private copy of PostgreSQL $PGVER under ROOT (made once, by
+# private_pg_copy, without the extension's files that the system's
+# directories held), never into the system's directories: several
+# checkouts can test at once. Sets COPY_BIN and COPY_PG_CONFIG (which serves
+# installcheck; the build needs the system's, whose headers the copy lacks).
+private_install() {
+  local root=$1 f
+  COPY_BIN=$root/usr/lib/postgresql/$PGVER/bin
+  COPY_PG_CONFIG=$COPY_BIN/pg_config
+  if [ ! -x "$COPY_BIN/postgres" ]; then
+    say "copying PostgreSQL $PGVER into $root"
+    rm -rf "$root"
+    private_pg_copy "$root"
+    rm -f "$root/usr/lib/postgresql/$PGVER/lib/idempotency.so" \
+          "$root/usr/share/postgresql/$PGVER/extension/idempotency"[-.]*
+  fi
+  say "building the extension and installing it into $root"
+  if ! { make -C "$REPO" -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" &&
+         make -C "$REPO" -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$root"; } >"$root.build.log" 2>&1; then
+    cat "$root.build.log"; die "the build failed"
+  fi
+  # A script deleted from the tree must not linger in the copy.
+  for f in "$root/usr/share/postgresql/$PGVER/extension/idempotency"--*.sql; do
+    [ -e "$REPO/$(basename "$f")" ] || rm -f "$f"
+  done
+}
+
+# private_server WORK: the extension installed into a private copy of
+# PostgreSQL under WORK/pg, and a server started from it (data in
+# WORK/data) on a port of this checkout's, also on 127.0.0.1 for the
+# clients that have no Unix sockets (pgJDBC, PgBouncer). PG_BIN becomes the
+# copy's, for what starts servers later (the Perl TAP tests, through PATH).
+private_server() {
+  private_install "$1/pg"
+  PG_BIN=$COPY_BIN
+  say "starting a private PostgreSQL $PGVER from the copy (data in $1/data)"
+  cluster_start "$1/data" "$(free_port)" 127.0.0.1
+  loaded_library "$1/pg/usr/lib/postgresql/$PGVER/lib/idempotency.so"
+}
+
 # loaded_library SO: a new backend of the server that PG* names loads the
 # extension from exactly the file SO (a full path), not another copy.
 loaded_library() {
@@ -322,13 +416,21 @@ server_owned_dir() {
   chmod 700 "$1"
 }
 
-# A TCP port on 127.0.0.1 that nothing listens on, from 54321 up.
+# This checkout's own block of 20 TCP ports, from a number derived from its
+# path (below 32768, where the kernel picks no ports for outgoing
+# connections): the servers and poolers of checkouts that test at once do
+# not race for one port.
+PORT_BLOCK=$((20000 + $(printf '%s' "$REPO" | cksum | cut -d' ' -f1) % 500 * 20))
+
+# free_port [FIRST]: the first port of this checkout's block, from its
+# FIRST'th (1 unless given: test/bin/check's server keeps the 0th), that
+# nothing listens on at 127.0.0.1.
 free_port() {
   local p
-  for p in $(seq 54321 54420); do
+  for p in $(seq $((PORT_BLOCK + ${1:-1})) $((PORT_BLOCK + 19))); do
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
   done
-  die "no free port between 54321 and 54420"
+  die "no free port between $((PORT_BLOCK + ${1:-1})) and $((PORT_BLOCK + 19)) (this checkout's)"
 }
 
 # cluster_start DATA_DIR PORT LISTEN [OPTIONS]: initialises (once) and starts

@@ -544,7 +544,7 @@ like($out, qr/^\{"\(prior_result,.*\)","\(fresh,.*\)","\(in_flight,.*\)"\}$/,
 # the ones that exist and makes what is missing.
 $coordinator->safe_psql($db, q{DROP FUNCTION shop.tenant_records_begin_batch(text, text[], jsonb[], interval, interval)});
 is($coordinator->safe_psql($db, q{SET ROLE app; SELECT count(*) FROM idempotency.idem_create_entry_points('shop.tenant_records')}),
-	'7', 'tenant store: idem_create_entry_points again keeps the six and makes the batch\'s again');
+	'8', 'tenant store: idem_create_entry_points again keeps the seven and makes the batch\'s again');
 ($out, $err) = as_app($workers[1], q{
 	BEGIN;
 	SELECT shop.tenant_records_begin_batch('acme', ARRAY['order-1'], ARRAY['{"sku": 1}']::jsonb[]);

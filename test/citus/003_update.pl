@@ -1,9 +1,10 @@
 # 003_update.pl: ALTER EXTENSION idempotency UPDATE on a Citus cluster whose
 # registry is a reference table and whose store is distributed: release
-# 0.8.0 installed, a tenant's records written, then the update to this
-# release on the coordinator. Every node's registry then has the new column
-# (on its placement too), the tenant's records replay as before, the new
-# entry points are made and record a recovery point, and a namespace whose
+# 0.9.2 installed (the release before, which this library still serves), a
+# tenant's records written, then the update to this release on the
+# coordinator. Every node's registry keeps its columns (on its placement
+# too), the tenant's records replay as before, the new entry point is made
+# and records a recovery point, and a namespace whose
 # fingerprint ignores a trace id replays a retry with another one, called
 # on a worker through the store's entry point.
 use strict;
@@ -21,11 +22,11 @@ my @nodes = CitusCluster::nodes(preload => 'citus,idempotency');
 my ($coordinator, @workers) = @nodes;
 my $db = 'shop';
 {
-	local $CitusCluster::version = '0.8.0';
+	local $CitusCluster::version = '0.9.2';
 	CitusCluster::database($db, @nodes);
 }
-is($_->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), '0.8.0',
-	$_->name . ': release 0.8.0') for @nodes;
+is($_->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}), '0.9.2',
+	$_->name . ': release 0.9.2') for @nodes;
 
 # sql as role app on node, with its stderr.
 sub as_app
@@ -52,7 +53,7 @@ my ($out, $err) = as_app($workers[0], q{
 	SELECT kind FROM shop.tenant_records_begin('acme', 'order-1', '{"sku": 1}');
 	SELECT shop.tenant_records_commit('acme', 'order-1', '{"order": 1}');
 	COMMIT;});
-is($out, "fresh\n", '0.8.0: a tenant record written') or diag($err);
+is($out, "fresh\n", '0.9.2: a tenant record written') or diag($err);
 
 $coordinator->safe_psql($db, q{ALTER EXTENSION idempotency UPDATE});
 my $current = $coordinator->safe_psql($db,
@@ -75,18 +76,17 @@ for my $node (@nodes)
 ($out, $err) = as_app($workers[1], q{SELECT kind || ' ' || result FROM shop.tenant_records_begin('acme', 'order-1', '{"sku": 1}')});
 is($out, "prior_result {\"order\": 1}", 'after the update: the record replays through the entry point') or diag($err);
 
-# Called again, idem_create_entry_points keeps the five entry points 0.8.0
-# made and adds the heartbeat's and the recovery point's, which work on the
-# tenant's node.
+# Called again, idem_create_entry_points keeps the seven entry points 0.9
+# made and adds 1.0.0's save_point, which works on the tenant's node.
 is($coordinator->safe_psql($db, q{SET ROLE app; SELECT count(*) FROM idempotency.idem_create_entry_points('shop.tenant_records')}),
-	'7', 'idem_create_entry_points again: the five of 0.8.0 and the two of 0.9.0');
+	'8', 'idem_create_entry_points again: the seven of 0.9 and 1.0.0\'s save point');
 $coordinator->safe_psql($db, q{
 	SELECT idempotency.idem_namespace_configure('initech', in_progress_lease => '1 hour');
 	SELECT idempotency.idem_bind_store('initech', 'shop.tenant_records');
 	SELECT idempotency.idem_grant('initech', 'app');});
 ($out, $err) = as_app($workers[0], q{BEGIN; SELECT fence FROM shop.tenant_records_begin('initech', 'job-1', '{}'); COMMIT;});
 my $fence = $out =~ s/\s+//gr;
-($out, $err) = as_app($workers[1], qq{SELECT shop.tenant_records_record_point('initech', 'job-1', $fence, 'sent', '{"id": 1}')});
+($out, $err) = as_app($workers[1], qq{SELECT shop.tenant_records_save_point('initech', 'job-1', 'sent', '{"id": 1}', $fence)});
 like($out, qr/^\d{4}-\d\d-\d\d [\d:.]+[-+][\d:]+$/, 'a recovery point through the new entry point answers the lease\'s end') or diag($err);
 is($coordinator->safe_psql($db, q{SELECT recovery_point || ' ' || recovery_state FROM shop.tenant_records WHERE namespace = 'initech'}),
 	'sent {"id": 1}', '  recorded with the claim');

@@ -100,17 +100,9 @@ lc_expect() { # GOT WANT WHAT
     echo "  FAILED: $3"; diff <(printf '%s\n' "$2") <(printf '%s\n' "$1") | head -20; LC_FAILED=1; return 1; fi
 }
 
-# lc_same FILE1 FILE2 WHAT: the same facts. Known fault, reported to the
-# lead and shared by both editions: a restore keeps the install's row of
-# idem_defaults, not the dumped one (the dumped row's COPY meets it:
-# duplicate key), so the defaults are compared apart, and their loss only
-# reported, until the shared SQL is fixed.
+# lc_same FILE1 FILE2 WHAT: the same facts (the defaults among them: an
+# install writes no row of idem_defaults, so the dumped one is restored).
 lc_same() { # FILE1 FILE2 WHAT
-  if [ "$(grep '^defaults|' "$1")" != "$(grep '^defaults|' "$2")" ]; then
-    echo "  KNOWN FAULT (shared SQL, reported): the defaults were not kept: $(grep '^defaults|' "$2")"
-    grep -v '^defaults|' "$1" >"$1.nd"; grep -v '^defaults|' "$2" >"$2.nd"
-    set -- "$1.nd" "$2.nd" "$3"
-  fi
   if cmp -s "$1" "$2"; then echo "  ok: $3 ($(wc -l <"$1") facts)"; else
     echo "  FAILED: $3"; diff "$1" "$2" | cut -c1-200 | head -20; LC_FAILED=1; return 1; fi
 }
@@ -130,9 +122,7 @@ lc_list() {
 }
 
 # lc_restore DUMP DB ROLE : pg_restore as ROLE into DB, in the two steps;
-# prints its errors. The one allowed: the install's own row of
-# idem_defaults, which the dumped row meets (COPY: duplicate key), a fault
-# of the shared SQL reported to the lead.
+# prints its errors.
 lc_restore() {
   local out list=$1.list
   lc_list "$1" >"$list"
@@ -140,7 +130,7 @@ lc_restore() {
   grep -v -E ' SCHEMA - idempotency ' "$list" >"$list.rest"
   out=$({ "$BIN/pg_restore" -U "$3" -d "$2" --no-owner -L "$list.schema" "$1" && \
           "$BIN/pg_restore" -U "$3" -d "$2" -L "$list.rest" "$1"; } 2>&1 || true)
-  out=$(printf '%s\n' "$out" | grep -E 'error:' | grep -v -E 'COPY failed for table "idem_defaults"|errors ignored on restore' || true)
+  out=$(printf '%s\n' "$out" | grep -E 'error:' | grep -v -E 'errors ignored on restore' || true)
   [ -z "$out" ] || { echo "  FAILED: pg_restore: $out"; LC_FAILED=1; return 1; }
 }
 

@@ -1,16 +1,26 @@
-# 008_purge_lease_setting.pl: the server-wide in-progress lease
-# (idempotency.in_progress_lease, set in postgresql.conf or with ALTER
-# SYSTEM only: every session must agree on which claims may outlive their
-# transaction). An unregistered namespace's abandoned record is taken over
-# under it and can be finished; a namespace's own lease, 0 included,
-# overrides it. It holds for a purge run by a role that may only purge, in
-# a session where the library is not loaded yet: until the library is
-# loaded PostgreSQL keeps any value a session sets for it as a placeholder;
-# idem_purge loads the library before reading the setting, which turns such
-# a value away. A value that stood where the configured one did (a
-# connection's option, a database's lease) is refused too when the library
-# loads, and the configured value is then lost for that session: the store
-# refuses to run there (55P02) rather than run on the built-in default.
+# 008_purge_lease_setting.pl: the server-wide in-progress lease. Until
+# 1.0.0 it was a server setting (idempotency.in_progress_lease, set in
+# postgresql.conf or with ALTER SYSTEM only: every session must agree on
+# which claims may outlive their transaction); from 1.0.0 it is the
+# in_progress_lease of idem_defaults, and the update copies the setting's
+# value there.
+#
+# On a 0.9.2 schema, which this library still serves: an unregistered
+# namespace's abandoned record is taken over under the setting and can be
+# finished; a namespace's own lease, 0 included, overrides it. It holds for
+# a purge run by a role that may only purge, in a session where the library
+# is not loaded yet: until the library is loaded PostgreSQL keeps any value
+# a session sets for it as a placeholder; idem_purge loads the library
+# before reading the setting, which turns such a value away. A value that
+# stood where the configured one did (a connection's option, a database's
+# lease) is refused too when the library loads, and the configured value is
+# then lost for that session: the store refuses to run there (55P02) rather
+# than run on the built-in default.
+#
+# After the update to 1.0.0: idem_defaults has the lease; the purge and the
+# takeover follow it; the setting, still in postgresql.conf, no longer
+# applies and every backend warns of it once; a session's value cannot
+# change anything, so the store runs.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -22,7 +32,7 @@ $node->init;
 $node->append_conf('postgresql.conf', "idempotency.in_progress_lease = '1h'");
 $node->start;
 $node->safe_psql('postgres', q{
-	CREATE EXTENSION idempotency;
+	CREATE EXTENSION idempotency VERSION '0.9.2';
 	CREATE ROLE purger LOGIN;
 	GRANT USAGE ON SCHEMA idempotency TO purger;
 	GRANT EXECUTE ON FUNCTION idempotency.idem_purge(integer, integer) TO purger;
@@ -95,6 +105,52 @@ like($err, qr/idempotency\.in_progress_lease was set for this session before/, '
 $node->safe_psql('postgres', q{ALTER DATABASE postgres RESET idempotency.in_progress_lease});
 is($node->safe_psql('postgres', 'SELECT idempotency.idem_purge()'), '0',
 	'  removed, the server\'s lease applies again');
+
+# The update to 1.0.0 copies the server's lease into idem_defaults.
+$node->safe_psql('postgres', 'ALTER EXTENSION idempotency UPDATE');
+is($node->safe_psql('postgres', q{SELECT in_progress_lease FROM idempotency.idem_defaults}), '01:00:00',
+	'1.0.0: the update copied the server\'s lease into idem_defaults');
+my $old_setting = qr/WARNING:  setting "idempotency.in_progress_lease" no longer applies/;
+($ret, $out, $err) = $node->psql('postgres', q{
+	INSERT INTO idempotency.idempotency_record
+	    (namespace, key_value, status, request_hash, request_payload, created_at, updated_at, expires_at, fence)
+	VALUES ('lease-guc', 'k2', 'in_progress', idempotency.idem_request_hash('{}'), '{}',
+	        now() - interval '2 hours', now() - interval '2 hours', now() + interval '1 day', 5000000003);
+	BEGIN;
+	SELECT kind || ' ' || attempt FROM idempotency.idem_begin('lease-guc', 'k2', '{}');
+	SELECT idempotency.idem_commit('lease-guc', 'k2', '{"done": true}');
+	COMMIT;});
+is($out, "fresh 2\n", '1.0.0: the defaults\' lease: an abandoned record is taken over as attempt 2');
+like($err, $old_setting, '  and the session is warned that the setting no longer applies');
+($ret, $out, $err) = $node->psql('postgres', 'SELECT idempotency.idem_purge()',
+	extra_params => [ '-U', 'purger' ]);
+is($out, '0', '1.0.0: a purge keeps the record whose lease (the defaults\') runs');
+# A session's value for the setting changes nothing now: the store runs.
+{
+	local $ENV{PGOPTIONS} = '-c idempotency.in_progress_lease=0';
+	($ret, $out, $err) = $node->psql('postgres', 'SELECT idempotency.idem_purge()',
+		extra_params => [ '-U', 'purger' ]);
+	is($out, '0', '1.0.0: a session started with a lease of 0 runs, and purges nothing');
+	unlike($err, qr/55P02|cannot be trusted/, '  and is not refused');
+}
+is($node->safe_psql('postgres', q{SELECT count(*) FROM idempotency.idempotency_record WHERE key_value = 'running'}),
+	'1', 'the record whose lease runs is still there');
+# The defaults' lease is not removed under the record claimed with it
+# ('jobs' is unregistered: it follows the defaults).
+($ret, $out, $err) = $node->psql('postgres', q{SELECT idempotency.idem_namespace_defaults(in_progress_lease => '0')});
+like($err, qr/cannot remove the default in-progress lease.*\n.*Namespace "jobs"/,
+	'1.0.0: the defaults\' lease is not removed while a namespace that follows it has a claim in progress');
+# The setting gone, nothing is warned of.
+# (adjust_conf is not in PostgreSQL 13's test modules: the line is dropped by hand.)
+my $conf = $node->data_dir . '/postgresql.conf';
+my $kept = join '', grep { !/^\s*idempotency\.in_progress_lease\s*=/ } split /^/m, slurp_file($conf);
+open my $fh, '>', $conf or die "cannot write $conf: $!";
+print $fh $kept;
+close $fh;
+$node->reload;
+($ret, $out, $err) = $node->psql('postgres', 'SELECT idempotency.idem_purge()', extra_params => [ '-U', 'purger' ]);
+is($out, '0', '1.0.0: the setting removed, the defaults\' lease still keeps the record');
+unlike($err, $old_setting, '  and nothing is warned of');
 
 $node->stop;
 done_testing();

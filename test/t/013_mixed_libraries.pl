@@ -1,19 +1,19 @@
 # 013_mixed_libraries.pl: one effect per key while two libraries serve one
 # database. Installing a new package replaces the library on disk, but a
 # pooled session that loaded the old one keeps running it until it ends,
-# before and after ALTER EXTENSION UPDATE. Here the library of an earlier
-# release (0.5.0 to 0.9.1 as they landed, built from their commits by
+# before and after ALTER EXTENSION UPDATE. Here the library of the release
+# before (0.9.1 and 0.9.2 as they landed, built from their commits by
 # lib.sh's suite_perl_tap: IDEM_OLD_RELEASES) and this build's serve
-# sessions of one server at once:
+# sessions of one server at once (this build serves releases N and N-1:
+# docs/compatibility.md):
 # - a claim this build holds by the key's lock alone (no row) makes the old
 #   library's begin wait and then replay, or claim the key once the holder
 #   rolls back;
 # - the old library's claim (an in_progress row) is in flight for this build;
 # - after the update, the old library's session is refused (42883: it has
-#   no entry point of the name the catalog now gives idem_begin, 0.9.0's,
-#   which fingerprints requests as the namespace's pointers say, as no
-#   library before it can) and changes nothing; 0.9.0's, whose schema is
-#   this build's, keeps serving.
+#   no entry point of the name the catalog now gives idem_begin, 1.0.0's,
+#   which reads the defaults and the lock secret where 1.0.0 keeps them, as
+#   no older library does) and changes nothing.
 # Every key ends with one effect and one record.
 #
 # The server runs from a copy of the PostgreSQL installation (programs
@@ -106,15 +106,14 @@ sub effects
 		FROM unnest('{$keys}'::text[]) k});
 }
 
-# begin_waiting(session, key, label, version): the session begins key in a
+# begin_waiting(session, key, label): the session begins key in a
 # transaction of its own and, when fresh, records its effect and commits it
 # (result {"by": "old"}); returns at once, the begin left to wait. Its
 # answer is echoed as "label:kind".
 sub begin_waiting
 {
-	my ($session, $key, $label, $version) = @_;
-	# From 0.7.0 a begin waits only when asked to (0.6.0 added the argument).
-	my $wait = $version eq '0.5.0' ? '' : q{, in_flight_wait => '3 min'};
+	my ($session, $key, $label) = @_;
+	my $wait = q{, in_flight_wait => '3 min'};
 	$session->query_until(qr/waiting/, qq{
 		\\echo waiting
 		BEGIN;
@@ -176,7 +175,7 @@ for my $version (sort keys %old)
 
 	# 1. The new library holds k1 by its lock; the old one waits, then replays.
 	new_claims($node, $new, 'k1', $what);
-	begin_waiting($old_session, 'k1', 'old_k1', $version);
+	begin_waiting($old_session, 'k1', 'old_k1');
 	ok(waits($node, 'old_k1'), "$what: the old library waits for the key's lock");
 	$new->query_safe(q{SELECT idempotency.idem_commit('mixed', 'k1', '{"by": "new"}'); COMMIT;});
 	like($old_session->query_safe(q{\echo done}), qr/old_k1=prior_result:\{"by": "new"\}/,
@@ -195,7 +194,7 @@ for my $version (sort keys %old)
 	# 3. The new library's claim on k3 rolled back: the old one, waiting,
 	#    then claims it, and that is the only effect.
 	new_claims($node, $new, 'k3', $what);
-	begin_waiting($old_session, 'k3', 'old_k3', $version);
+	begin_waiting($old_session, 'k3', 'old_k3');
 	ok(waits($node, 'old_k3'), "$what: the old library waits for the new one's claim");
 	$new->query_safe('ROLLBACK');
 	like($old_session->query_safe(q{\echo done}), qr/old_k3=fresh/, "$what:   and claims the key once it is rolled back");
@@ -205,26 +204,26 @@ for my $version (sort keys %old)
 	is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'idempotency'}),
 		$current, "$what: updated to $current");
 	new_claims($node, $new, 'k4', "$what, after the update");
-	if ($version =~ /^0\.9\./)
-	{
-		# 0.9.1 and 0.9.2 keep 0.9.0's entry points: the old library keeps serving, as case 1.
-		begin_waiting($old_session, 'k4', 'old_k4', $version);
-		ok(waits($node, 'old_k4'), "$what: after the update the old library still begins, and waits");
-		$new->query_safe(q{SELECT idempotency.idem_commit('mixed', 'k4', '{"by": "new"}'); COMMIT;});
-		like($old_session->query_safe(q{\echo done}), qr/old_k4=prior_result:\{"by": "new"\}/,
-			"$what:   then replays the result the new library recorded");
-	}
-	else
-	{
-		$old_session->query(q{BEGIN;
-			SELECT b.kind FROM idempotency.idem_begin('mixed', 'k4', '{"amount": 1}') b;
-			INSERT INTO effects VALUES ('k4', 'old');
-			COMMIT;});
-		like($old_session->{stderr}, qr/could not find function "idem_begin_0_9"/,
-			"$what: the old library's begin is refused once the catalog names the new entry point");
-		$old_session->{stderr} = '';
-		$new->query_safe(q{SELECT idempotency.idem_commit('mixed', 'k4', '{"by": "new"}'); COMMIT;});
-	}
+	$old_session->query(q{BEGIN;
+		SELECT b.kind FROM idempotency.idem_begin('mixed', 'k4', '{"amount": 1}') b;
+		INSERT INTO effects VALUES ('k4', 'old');
+		COMMIT;});
+	like($old_session->{stderr}, qr/could not find function "idem_begin_1_0"/,
+		"$what: the old library's begin is refused once the catalog names the new entry point");
+	$old_session->{stderr} = '';
+	$new->query_safe(q{SELECT idempotency.idem_commit('mixed', 'k4', '{"by": "new"}'); COMMIT;});
+	# Every store function reads 1.0.0's defaults (a lease, a payload
+	# limit), which no older library does: the old library's purge, which
+	# would purge under the old setting's lease, and its heartbeat are
+	# refused too.
+	$old_session->query(q{SELECT idempotency.idem_purge()});
+	like($old_session->{stderr}, qr/could not find function "idem_store_(problem|purge)_1_0"/,
+		"$what: the old library's purge is refused after the update");
+	$old_session->{stderr} = '';
+	$old_session->query(q{SELECT idempotency.idem_extend_lease('mixed', 'k4', 4294967296)});
+	like($old_session->{stderr}, qr/could not find function "idem_extend_lease_1_0"/,
+		"$what: and so is its heartbeat");
+	$old_session->{stderr} = '';
 
 	# Every key: one effect, one committed record.
 	my $keys = 'k1,k2,k3,k4';

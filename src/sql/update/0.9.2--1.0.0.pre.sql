@@ -34,6 +34,29 @@ DROP FUNCTION @extschema@.idem_trusted_settings();
 DROP SEQUENCE @extschema@.idem_fence_seq;
 
 \ir ../defaults.sql
+-- The row, with the values of the server settings that said these defaults
+-- until 1.0.0, as they stand where the update runs (the server's, this
+-- database's and this role's; a session cannot set them), in their base
+-- units, when any differs from the built-in default: an installation keeps
+-- the defaults it ran with. Other databases' and roles' values are named
+-- below.
+INSERT INTO @extschema@.idem_defaults (replay_window, in_progress_lease, store_request, max_payload_bytes, in_flight_wait,
+                           require_registered)
+SELECT coalesce(pg_catalog.make_interval(secs => s.replay_window), interval '24 hours'),
+       coalesce(pg_catalog.make_interval(secs => s.in_progress_lease), interval '0'),
+       coalesce(s.store_request, true),
+       coalesce(s.max_payload_bytes, 16777216),
+       coalesce(pg_catalog.make_interval(secs => s.in_flight_wait / 1000.0), interval '0'),
+       coalesce(s.require_registered, false)
+FROM (SELECT pg_catalog.max(g.setting) FILTER (WHERE g.name OPERATOR(pg_catalog.=) 'idempotency.replay_window')::pg_catalog.float8 AS replay_window,
+             pg_catalog.max(g.setting) FILTER (WHERE g.name OPERATOR(pg_catalog.=) 'idempotency.in_progress_lease')::pg_catalog.float8 AS in_progress_lease,
+             pg_catalog.max(g.setting) FILTER (WHERE g.name OPERATOR(pg_catalog.=) 'idempotency.store_request')::boolean AS store_request,
+             pg_catalog.max(g.setting) FILTER (WHERE g.name OPERATOR(pg_catalog.=) 'idempotency.max_payload_bytes')::integer AS max_payload_bytes,
+             pg_catalog.max(g.setting) FILTER (WHERE g.name OPERATOR(pg_catalog.=) 'idempotency.in_flight_wait')::pg_catalog.float8 AS in_flight_wait,
+             pg_catalog.max(g.setting) FILTER (WHERE g.name OPERATOR(pg_catalog.=) 'idempotency.require_registered_namespace')::boolean AS require_registered
+      FROM pg_catalog.pg_settings g WHERE g.name OPERATOR(pg_catalog.~~) 'idempotency.%') s
+WHERE (s.replay_window, s.in_progress_lease, s.store_request, s.max_payload_bytes, s.in_flight_wait, s.require_registered)
+      IS DISTINCT FROM (86400::pg_catalog.float8, 0::pg_catalog.float8, true, 16777216, 0::pg_catalog.float8, false);
 CREATE TRIGGER idem_defaults_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON @extschema@.idem_defaults
     FOR EACH STATEMENT EXECUTE FUNCTION idempotency_internal.idem_namespace_changed();

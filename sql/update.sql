@@ -1,7 +1,10 @@
--- setup: installs the extension for the pg_regress tests that follow, the
--- way an existing user gets it: the first release, then ALTER EXTENSION
--- UPDATE through every upgrade script. Checks that this ends in exactly the
--- objects a new installation gets, and what it installed and where.
+-- update: installs the extension the way an existing user gets it: the
+-- first release, then ALTER EXTENSION UPDATE through every upgrade script.
+-- Checks that this ends in exactly the objects a new installation gets, and
+-- what it installed and where.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS idempotency;
+RESET client_min_messages;
 
 -- Every member of the extension with everything that defines it: columns,
 -- constraints, indexes, triggers, function definitions, comments,
@@ -113,5 +116,3 @@ ORDER BY p.pronamespace::regnamespace::text, p.oid::regprocedure::text;
 -- The table: no privileges for PUBLIC; applications use the functions.
 SELECT relname, relacl IS NULL OR NOT aclcontains(relacl, makeaclitem(0, relowner, 'SELECT', false)) AS public_cannot_read
 FROM pg_class WHERE oid = 'idempotency.idempotency_record'::regclass;
--- Later test files in this database find the functions without qualification.
-ALTER DATABASE :"DBNAME" SET search_path = public, idempotency;

@@ -1,0 +1,3 @@
+"""This package's release."""
+
+__version__ = "1.0.0"
