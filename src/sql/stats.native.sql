@@ -5,18 +5,7 @@
 -- The cumulative counters. With counters_on false every other column is
 -- NULL. Counts include calls whose transaction later rolled back.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_stats_counters(
-    OUT counters_on boolean,
-    OUT begin_fresh bigint,
-    OUT begin_in_flight bigint,
-    OUT begin_prior_result bigint,
-    OUT begin_prior_error bigint,
-    OUT begin_mismatch bigint,
-    OUT commits bigint,
-    OUT permanent_failures bigint,
-    OUT transient_failures bigint,
-    OUT waits bigint,
-    OUT purged_rows bigint,
-    OUT stats_reset timestamptz)
+\ir stats_counters.columns.sql
 RETURNS record
 AS 'MODULE_PATHNAME', 'idem_stats_counters'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;

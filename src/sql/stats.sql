@@ -4,18 +4,7 @@
 
 -- 0.9's name for them, deprecated: the view idem_stats shows them.
 CREATE OR REPLACE FUNCTION idem_stats_counters(
-    OUT counters_on boolean,
-    OUT begin_fresh bigint,
-    OUT begin_in_flight bigint,
-    OUT begin_prior_result bigint,
-    OUT begin_prior_error bigint,
-    OUT begin_mismatch bigint,
-    OUT commits bigint,
-    OUT permanent_failures bigint,
-    OUT transient_failures bigint,
-    OUT waits bigint,
-    OUT purged_rows bigint,
-    OUT stats_reset timestamptz)
+\ir stats_counters.columns.sql
 RETURNS record
 LANGUAGE sql VOLATILE STRICT PARALLEL SAFE
 AS $$ SELECT * FROM idempotency_internal.idem_stats_counters() $$;
