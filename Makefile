@@ -54,9 +54,9 @@ include $(PGXS)
 
 SQL_SOURCES = $(wildcard src/sql/*.sql src/sql/update/*.sql) src/sql/assemble
 idempotency--1.0.0.sql: src/sql/install.native $(SQL_SOURCES)
-	src/sql/assemble $< 1.0.0 >$@
+	bash src/sql/assemble $< 1.0.0 >$@
 idempotency--0.9.2--1.0.0.sql: src/sql/update/0.9.2--1.0.0.native $(SQL_SOURCES)
-	src/sql/assemble $< 1.0.0 0.9.2 >$@
+	bash src/sql/assemble $< 1.0.0 0.9.2 >$@
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes.
 $(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp)

@@ -7,6 +7,7 @@
 #include <string>
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"

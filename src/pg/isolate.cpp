@@ -17,6 +17,7 @@ extern "C" {
 
 #include "guard.hpp"
 #include "stats.hpp"
+#include "subxact.hpp"
 
 namespace idem::pg {
 
@@ -68,52 +69,40 @@ const char* store_name(Oid store) {
                             : psprintf("relation with OID %u", store);
 }
 
+// The body as isolated runs it: its C++ exceptions become errors.
+struct Guarded {
+  void (*body)(void*);
+  void* arg;
+};
+void run_guarded(void* g) {
+  auto* guarded = static_cast<Guarded*>(g);
+  guard_callback(guarded->body, guarded->arg);
+}
+
 }  // namespace
 
 bool isolated(void (*body)(void*), void* arg, Oid store, const char* action) {
   if (timeout_id == MAX_TIMEOUTS) timeout_id = RegisterTimeout(USER_TIMEOUT, on_timeout);
-  MemoryContext context = CurrentMemoryContext;
-  ResourceOwner owner = CurrentResourceOwner;
-  BeginInternalSubTransaction(nullptr);
-  MemoryContextSwitchTo(context);
   timed_out = false;
   if (maintenance_timeout_ms > 0) enable_timeout_after(timeout_id, maintenance_timeout_ms);
-  bool finished = true;
-  PG_TRY();
-  {
-    guard_callback(body, arg);
-    stop_clock();
-    ReleaseCurrentSubTransaction();
-  }
-  PG_CATCH();
-  {
-    stop_clock();
-    MemoryContextSwitchTo(context);
-    ErrorData* error = CopyErrorData();
-    FlushErrorState();
-    RollbackAndReleaseCurrentSubTransaction();
-    MemoryContextSwitchTo(context);
-    CurrentResourceOwner = owner;
-    if (!stores_own(error)) ReThrowError(error);
-    const bool late = timed_out && error->sqlerrcode == ERRCODE_QUERY_CANCELED;
-    ereport(WARNING,
-            (errcode(ERRCODE_WARNING),
-             errmsg("idempotency: skipped store %s: its %s failed", store_name(store), action),
-             late ? errdetail("It ran longer than idempotency.maintenance_timeout (%d ms) and was cancelled.",
-                              maintenance_timeout_ms)
-                  : errdetail("SQLSTATE %s: %s", unpack_sql_state(error->sqlerrcode),
-                              error->message != nullptr ? error->message : ""),
-             errhint("The other stores are not affected. The table's owner can fix its triggers, row security or "
-                     "privileges; idem_stats.stores_skipped counts the stores skipped.")));
-    FreeErrorData(error);
-    count(stores_skipped);
-    finished = false;
-  }
-  PG_END_TRY();
-  MemoryContextSwitchTo(context);
-  CurrentResourceOwner = owner;
+  Guarded guarded{body, arg};
+  ErrorData* error = in_subtransaction(run_guarded, &guarded, stop_clock);
+  if (error == nullptr) return true;
+  if (!stores_own(error)) ReThrowError(error);
+  const bool late = timed_out && error->sqlerrcode == ERRCODE_QUERY_CANCELED;
   timed_out = false;
-  return finished;
+  ereport(WARNING,
+          (errcode(ERRCODE_WARNING),
+           errmsg("idempotency: skipped store %s: its %s failed", store_name(store), action),
+           late ? errdetail("It ran longer than idempotency.maintenance_timeout (%d ms) and was cancelled.",
+                            maintenance_timeout_ms)
+                : errdetail("SQLSTATE %s: %s", unpack_sql_state(error->sqlerrcode),
+                            error->message != nullptr ? error->message : ""),
+           errhint("The other stores are not affected. The table's owner can fix its triggers, row security or "
+                   "privileges; idem_stats.stores_skipped counts the stores skipped.")));
+  FreeErrorData(error);
+  count(stores_skipped);
+  return false;
 }
 
 }  // namespace idem::pg

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 extern "C" {
+#include "access/htup_details.h"
 #include "funcapi.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"

@@ -9,6 +9,7 @@
 #include <cstring>
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"

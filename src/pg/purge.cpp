@@ -9,6 +9,7 @@
 #include "purge.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/genam.h"
 #include "access/nbtree.h"
 #include "access/stratnum.h"

@@ -10,6 +10,7 @@
 #include "stats.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
 #include "funcapi.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"

@@ -10,6 +10,7 @@
 #include <string>
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/genam.h"
 #include "access/stratnum.h"
 #include "access/table.h"

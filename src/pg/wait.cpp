@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "subxact.hpp"
+
 extern "C" {
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -34,6 +36,22 @@ void wait_on_standby(TransactionId xid, TimestampTz deadline) {
   }
 }
 
+// What the lock wait waits for: a transaction, or (xid invalid) the key's
+// lock of a claim held by it alone.
+struct Awaited {
+  TransactionId xid;
+  const LOCKTAG* key_lock;
+};
+void await(void* a) {
+  const auto* awaited = static_cast<const Awaited*>(a);
+  if (TransactionIdIsValid(awaited->xid)) {
+    XactLockTableWait(awaited->xid, nullptr, nullptr, XLTW_None);
+  } else {
+    (void)LockAcquire(awaited->key_lock, ExclusiveLock, false, false);
+    LockRelease(awaited->key_lock, ExclusiveLock, false);
+  }
+}
+
 // The lock wait itself, for at most remaining ms: lock_timeout is set for
 // the wait alone, whatever the session's, and running out of it is caught
 // inside a subtransaction; every other error goes on up.
@@ -42,33 +60,11 @@ void wait_locked(TransactionId xid, const LOCKTAG& key_lock, long remaining) {
   char timeout[32];
   snprintf(timeout, sizeof timeout, "%ld", remaining);
   (void)set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  MemoryContext context = CurrentMemoryContext;
-  ResourceOwner owner = CurrentResourceOwner;
-  BeginInternalSubTransaction(nullptr);
-  PG_TRY();
-  {
-    if (TransactionIdIsValid(xid)) {
-      XactLockTableWait(xid, nullptr, nullptr, XLTW_None);
-    } else {  // a claim held by the key's lock alone
-      (void)LockAcquire(&key_lock, ExclusiveLock, false, false);
-      LockRelease(&key_lock, ExclusiveLock, false);
-    }
-    ReleaseCurrentSubTransaction();
-  }
-  PG_CATCH();
-  {
-    MemoryContextSwitchTo(context);
-    ErrorData* error = CopyErrorData();
-    FlushErrorState();
-    RollbackAndReleaseCurrentSubTransaction();
-    MemoryContextSwitchTo(context);
-    CurrentResourceOwner = owner;
+  Awaited awaited{xid, &key_lock};
+  if (ErrorData* error = in_subtransaction(await, &awaited)) {
     if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE) ReThrowError(error);
     FreeErrorData(error);
   }
-  PG_END_TRY();
-  MemoryContextSwitchTo(context);
-  CurrentResourceOwner = owner;
   AtEOXact_GUC(true, nest_level);
 }
 

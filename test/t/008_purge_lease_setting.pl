@@ -135,13 +135,17 @@ is($out, '0', '1.0.0: a purge keeps the record whose lease (the defaults\') runs
 }
 is($node->safe_psql('postgres', q{SELECT count(*) FROM idempotency.idempotency_record WHERE key_value = 'running'}),
 	'1', 'the record whose lease runs is still there');
-# Without a lease in the defaults, and the setting gone, the record goes.
-$node->safe_psql('postgres', q{SELECT idempotency.idem_namespace_defaults(in_progress_lease => '0')});
+# The defaults' lease is not removed under the record claimed with it
+# ('jobs' is unregistered: it follows the defaults).
+($ret, $out, $err) = $node->psql('postgres', q{SELECT idempotency.idem_namespace_defaults(in_progress_lease => '0')});
+like($err, qr/cannot remove the default in-progress lease.*\n.*Namespace "jobs"/,
+	'1.0.0: the defaults\' lease is not removed while a namespace that follows it has a claim in progress');
+# The setting gone, nothing is warned of.
 $node->adjust_conf('postgresql.conf', 'idempotency.in_progress_lease', undef);
 $node->reload;
 ($ret, $out, $err) = $node->psql('postgres', 'SELECT idempotency.idem_purge()', extra_params => [ '-U', 'purger' ]);
-is($out, '1', '1.0.0: with the defaults\' lease at 0 the abandoned record past its window is purged');
-unlike($err, $old_setting, '  and, the setting removed, nothing is warned of');
+is($out, '0', '1.0.0: the setting removed, the defaults\' lease still keeps the record');
+unlike($err, $old_setting, '  and nothing is warned of');
 
 $node->stop;
 done_testing();
