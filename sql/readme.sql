@@ -10,6 +10,15 @@ SET search_path = public;
 
 CREATE EXTENSION idempotency;
 
+-- The first request with key 'a1b2': the answer is fresh, so do the work and record its result.
+BEGIN;
+SELECT kind FROM idempotency.idem_begin('payments', 'a1b2', '{"amount": 100}');
+SELECT idempotency.idem_commit('payments', 'a1b2', '{"payment_id": 7}');
+COMMIT;
+
+-- The retry, with the same key and request, gets the first result back: prior_result, {"payment_id": 7}.
+SELECT kind, result FROM idempotency.idem_begin('payments', 'a1b2', '{"amount": 100}');
+
 -- docs/quickstart.md, in a schema of its own (set-up: usage.sql, run
 -- before in the same database, has tables of the same names).
 DROP EXTENSION idempotency;
