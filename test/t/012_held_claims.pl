@@ -110,7 +110,7 @@ $small->start;
 $small->safe_psql('postgres', 'CREATE EXTENSION idempotency; CREATE EXTENSION pgtap; CREATE EXTENSION dblink;');
 my $tap = "$ENV{IDEM_REPO}/test/pgtap/batch_equivalence.sql";
 ($ret, $out, $err) = $small->psql('postgres', undef, extra_params => [ '-X', '-q', '-f', $tap ]);
-is($ret, 0, 'batch_equivalence.sql runs at max_locks_per_transaction = 32');
+is($ret, 0, 'batch_equivalence.sql runs at max_locks_per_transaction = 32') or diag($err);
 like($out, qr/^1\.\.\d+$/m, '  and plans its tests');
 unlike($out, qr/^not ok/m, '  and every test passes') or diag($out);
 $small->stop;
