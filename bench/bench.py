@@ -829,7 +829,7 @@ def write_outputs(rows, args, elapsed):
                     " WHERE name IN ('shared_buffers', 'max_wal_size', 'fsync', 'wal_level', 'checkpoint_timeout')")
     lines = [f"Run of `make bench{' ARGS=--quick' if args.quick else ''}` ({'quick' if args.quick else 'full'} mode,"
              f" {args.reps} repetitions of {args.duration} s per contender and scenario, alternating; medians),"
-             f" {time.strftime('%Y-%m-%d')}, {elapsed / 60:.1f} minutes.", "",
+             f" {stamp()}, {elapsed / 60:.1f} minutes.", "",
              f"Machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
              f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB RAM, {platform.platform()}.",
              f"Server: {server}; {settings}. Clients: pgbench -M prepared (8 clients, 16 for contention) on the same machine.",
@@ -870,6 +870,22 @@ def write_outputs(rows, args, elapsed):
     print(f"\nwrote {out / 'results.md'}, {out / 'results.csv'} and {out / 'chart.png'}")
 
 
+def stamp():
+    """The date and the commit a run measured (with "+ changes" when the tree
+    differs from it), for the table and the chart: a published chart says
+    what it shows."""
+    here = pathlib.Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        commit = f"commit {commit}" + (" + uncommitted changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        commit = "no git commit (not a checkout)"
+    return f"{time.strftime('%Y-%m-%d')}, {commit}"
+
+
 def chart(rows, out):
     """Throughput of each contender relative to the extension, per scenario."""
     picked = [r for r in rows if r["contender"] != "extension" and not math.isnan(r["ratio"])]
@@ -893,7 +909,7 @@ def chart(rows, out):
             f.write('"' + s + '" ' + " ".join(vals) + "\n")
     plot = f"""set terminal pngcairo size 1100,520 font ",10"
 set output "{out / 'chart.png'}"
-set title "Throughput relative to the extension (1.0 = as fast; below 1 = slower than the extension)"
+set title "Throughput relative to the extension (1.0 = as fast; below 1 = slower than the extension)\\nmake bench, {stamp()}"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
