@@ -1,6 +1,7 @@
 // What the tests share: the repository's known-answer files, and databases of
 // their own on the server the PG* variables name.
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
@@ -95,4 +96,13 @@ export async function createDatabase(label: string, options: { bare?: boolean } 
 /** The PG* settings of a database, for a child process. */
 export function databaseEnv(name: string): NodeJS.ProcessEnv {
   return { ...process.env, PGDATABASE: name };
+}
+
+// A TCP port free on 127.0.0.1 now, for an app a test starts.
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  return port;
 }

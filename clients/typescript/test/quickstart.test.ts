@@ -3,10 +3,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { REPO, createDatabase, databaseEnv, type TestDatabase } from './helpers.js';
+import { REPO, createDatabase, databaseEnv, freePort, type TestDatabase } from './helpers.js';
 
 const GUIDE = readFileSync(`${REPO}docs/quickstart.md`, 'utf8');
 
@@ -15,14 +14,6 @@ function block(name: string): string {
   const match = new RegExp(`<!-- quickstart: ${name} -->\\n\`\`\`[a-z]*\\n([\\s\\S]*?)\`\`\``).exec(GUIDE);
   assert.ok(match, `docs/quickstart.md has no block after <!-- quickstart: ${name} -->`);
   return match[1]!;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
 }
 
 let db: TestDatabase;
