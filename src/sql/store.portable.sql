@@ -269,22 +269,52 @@ BEGIN
         VALUES (namespace, key, 'in_progress', submitted, request, NULL, NULL, claimed_at, claimed_at, expires_at,
                 1, fence, NULL, NULL)
         ON CONFLICT DO NOTHING;
-        RETURN FOUND;
-    END IF;
-    BEGIN
-        EXECUTE pg_catalog.format(
-            'INSERT INTO %s (namespace, key_value, status, request_hash, request_payload, result_payload, error_payload,'
-            ' created_at, updated_at, expires_at, attempt, fence%s)'
-            ' VALUES ($1, $2, ''in_progress'', $3, $4, NULL, NULL, $5, $5, $6, 1, $7%s) ON CONFLICT DO NOTHING',
-            coalesce(store, '@extschema@.idempotency_record'::pg_catalog.regclass),
-            CASE WHEN recovers THEN ', recovery_point, recovery_state' ELSE '' END,
-            CASE WHEN recovers THEN ', NULL, NULL' ELSE '' END)
-        USING namespace, key, submitted, request, claimed_at, expires_at, fence;
         GET DIAGNOSTICS n = ROW_COUNT;
-        RETURN n > 0;
-    EXCEPTION WHEN serialization_failure THEN
-        RETURN NULL;
-    END;
+    ELSE
+        BEGIN
+            EXECUTE pg_catalog.format(
+                'INSERT INTO %s (namespace, key_value, status, request_hash, request_payload, result_payload, error_payload,'
+                ' created_at, updated_at, expires_at, attempt, fence%s)'
+                ' VALUES ($1, $2, ''in_progress'', $3, $4, NULL, NULL, $5, $5, $6, 1, $7%s) ON CONFLICT DO NOTHING',
+                coalesce(store, '@extschema@.idempotency_record'::pg_catalog.regclass),
+                CASE WHEN recovers THEN ', recovery_point, recovery_state' ELSE '' END,
+                CASE WHEN recovers THEN ', NULL, NULL' ELSE '' END)
+            USING namespace, key, submitted, request, claimed_at, expires_at, fence;
+            GET DIAGNOSTICS n = ROW_COUNT;
+        EXCEPTION WHEN serialization_failure THEN
+            RETURN NULL;
+        END;
+    END IF;
+    IF n OPERATOR(pg_catalog.=) 0 THEN
+        PERFORM idempotency_internal.idem_require_row(store, namespace, key);
+    END IF;
+    RETURN n OPERATOR(pg_catalog.>) 0;
+END;
+$$;
+
+-- After a claim's INSERT ... ON CONFLICT DO NOTHING wrote no row: raises
+-- 55000 unless the key's row is there (the conflict), that is when a
+-- BEFORE INSERT trigger returned NULL or a rule replaced the INSERT. The
+-- claim would otherwise be looked for again for ever, or answered fresh
+-- without a record (the native edition's words).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_require_row(store regclass, namespace text, key text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_variable
+DECLARE
+    found_row boolean;
+BEGIN
+    EXECUTE pg_catalog.format('SELECT EXISTS (SELECT FROM %s r WHERE r.namespace OPERATOR(pg_catalog.=) $1'
+                              ' AND r.key_value OPERATOR(pg_catalog.=) $2)',
+                              coalesce(store, '@extschema@.idempotency_record'::pg_catalog.regclass))
+        INTO found_row USING namespace, key;
+    IF NOT found_row THEN
+        RAISE EXCEPTION 'cannot begin an idempotency key: its store skipped the insert'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = pg_catalog.format('The store of namespace "%s" inserted no row for the record: a BEFORE INSERT trigger on the table returned NULL, or a rule of its owner''s replaced the INSERT.', namespace),
+                  HINT = 'A store''s BEFORE INSERT triggers must return the row (NEW) for the store''s own inserts.';
+    END IF;
 END;
 $$;
 

@@ -143,6 +143,23 @@ RESET ROLE;
 SELECT idempotency_internal.idem_store_purge('regress_sec_store.records', 10);
 SELECT idempotency_internal.idem_store_forget_requests('regress_sec_store.records', 'sec-store');
 
+-- 9. A BEFORE INSERT trigger that the extension's owner puts on its table
+-- and that skips the store's own INSERT: the begin is refused, as the
+-- native edition refuses it, neither answered fresh without a record nor
+-- looking again for ever (the timeout bounds the code before the fix).
+CREATE FUNCTION pg_temp.skip_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+CREATE TRIGGER skip_insert BEFORE INSERT ON idempotency.idempotency_record
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.skip_insert();
+SET statement_timeout = '5s';
+SET ROLE regress_sec_app;
+BEGIN;
+SELECT kind FROM idempotency.idem_begin('sec', 'skipped', '{}');
+ROLLBACK;
+RESET ROLE;
+RESET statement_timeout;
+SELECT count(*) AS skipped_rows FROM idempotency.idempotency_record WHERE key_value = 'skipped';
+DROP TRIGGER skip_insert ON idempotency.idempotency_record;
+
 -- Cleanup.
 DROP FUNCTION pg_temp.borrowed();
 SELECT idempotency.idem_bind_store('sec-store', NULL);
