@@ -824,7 +824,7 @@ BEGIN
 END;
 $$;
 
--- The seed's StoredAppError: an object with string "class_tag", string
+-- A stored error (docs/api/store.md): an object with string "class_tag", string
 -- "message" and an optional string "cause", nothing else (22023).
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_check_error_payload(error jsonb)
 RETURNS void
