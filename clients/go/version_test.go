@@ -32,7 +32,7 @@ func TestVersionCheckedOnce(t *testing.T) {
 	idem := idempotency.New(pool)
 	v, err := idem.Server(ctx, pool)
 	must(t, err)
-	if v.Edition != "native" || !strings.HasPrefix(v.API, "1.") || v.Version == "" {
+	if v.Edition != pgtest.Edition() || !strings.HasPrefix(v.API, "1.") || v.Version == "" {
 		t.Fatalf("version: %+v", v)
 	}
 	ns := pgtest.Unique("pay")

@@ -14,6 +14,12 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 KAT = REPO / "test" / "kat"
+# IDEM_TEST_STORE_IN_TEMPLATE=1: the server's new databases come with the store
+# already (test/bin/portable's clients layer: the portable edition's plain
+# script installed in template1), so the tests' databases do not create the
+# extension. IDEM_TEST_EDITION: the edition idem_version() must answer.
+STORE_IN_TEMPLATE = os.environ.get("IDEM_TEST_STORE_IN_TEMPLATE") == "1"
+EDITION = os.environ.get("IDEM_TEST_EDITION", "native")
 
 SCHEMA = """
 CREATE EXTENSION idempotency;
@@ -46,6 +52,8 @@ def create_database(name: str, schema: str = SCHEMA) -> None:
     with psycopg.connect(dbname="postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
+    if STORE_IN_TEMPLATE:
+        schema = schema.replace("CREATE EXTENSION idempotency;\n", "", 1)
     if schema:
         with psycopg.connect(dbname=name, autocommit=True) as conn:
             conn.execute(schema)

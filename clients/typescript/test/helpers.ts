@@ -31,6 +31,15 @@ export function readCsv(relativePath: string): Record<string, string>[] {
 
 let serial = 0;
 
+/**
+ * IDEM_TEST_STORE_IN_TEMPLATE=1: the server's new databases come with the store
+ * already (test/bin/portable's clients layer: the portable edition's plain
+ * script installed in template1), so the tests' databases do not create the
+ * extension. IDEM_TEST_EDITION: the edition idem_version() must answer.
+ */
+const STORE_IN_TEMPLATE = process.env.IDEM_TEST_STORE_IN_TEMPLATE === '1';
+export const EDITION = process.env.IDEM_TEST_EDITION || 'native';
+
 /** A database of its own, with the extension and the business tables of the test applications. */
 export interface TestDatabase {
   name: string;
@@ -63,7 +72,7 @@ export async function createDatabase(label: string, options: { bare?: boolean } 
   if (!options.bare) {
     await pool.query(`
       SET client_min_messages = warning;
-      CREATE EXTENSION idempotency;
+      ${STORE_IN_TEMPLATE ? '' : 'CREATE EXTENSION idempotency;'}
       CREATE TABLE payments (id bigserial PRIMARY KEY, idem_key text, amount numeric NOT NULL, currency text NOT NULL);
       CREATE TABLE notes (id bigserial PRIMARY KEY, idem_key text, body text NOT NULL);
       CREATE TABLE charges (id bigserial PRIMARY KEY, idem_key text, downstream_key text NOT NULL);

@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { IdempotencyError, IncompatibleServerError, Namespace, checkServer, type Outcome } from '@idempotency/pg';
 import { outcomeFromRow, OUTCOME_COLUMNS } from '../dist/esm/outcome.js';
-import { createDatabase, type TestDatabase } from './helpers.js';
+import { createDatabase, EDITION, type TestDatabase } from './helpers.js';
 
 let db: TestDatabase;
 before(async () => {
@@ -242,7 +242,7 @@ describe('the server\'s version, asked at first use', () => {
     await c.query('ROLLBACK');
     assert.equal(texts.filter((t) => t.includes('idem_version')).length, 2, 'the catalog look and the call, once');
     assert.equal(texts.length, 4);
-    assert.deepEqual(await checkServer(c), { edition: 'native', version: (await checkServer(c)).version, api: '1.0' });
+    assert.deepEqual(await checkServer(c), { edition: EDITION, version: (await checkServer(c)).version, api: '1.0' });
   });
 
   test('a database without the extension', async () => {

@@ -26,6 +26,23 @@ const EnvDatabase = "IDEM_GO_TEST_DATABASE"
 
 var shared string
 
+// EnvStoreInTemplate set to 1 says that the server's new databases come with
+// the store already (test/bin/portable's clients layer: the portable
+// edition's plain script installed in template1): Create does not create
+// the extension. EnvEdition names the edition idem_version() must answer.
+const (
+	EnvStoreInTemplate = "IDEM_TEST_STORE_IN_TEMPLATE"
+	EnvEdition         = "IDEM_TEST_EDITION"
+)
+
+// Edition is the edition the tests run against (native unless EnvEdition says).
+func Edition() string {
+	if e := os.Getenv(EnvEdition); e != "" {
+		return e
+	}
+	return "native"
+}
+
 // Main runs a test binary's tests against a new database (with the
 // extension installed) and drops it after; a helper process started by a
 // test reuses its parent's database instead.
@@ -55,13 +72,17 @@ func Name() string { return shared }
 // ConnString connects to database name; everything else comes from PG*.
 func ConnString(name string) string { return "dbname=" + name }
 
-// Create makes a new database named after prefix, with the extension.
+// Create makes a new database named after prefix, with the extension
+// (or the store its template holds: EnvStoreInTemplate).
 func Create(ctx context.Context, prefix string) (string, error) {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	name := prefix + "_" + hex.EncodeToString(suffix)
 	if err := Admin(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", fmt.Errorf("creating database %s on the server PG* names: %w", name, err)
+	}
+	if os.Getenv(EnvStoreInTemplate) == "1" {
+		return name, nil
 	}
 	conn, err := pgx.Connect(ctx, ConnString(name))
 	if err != nil {
