@@ -44,7 +44,9 @@ internal class ServerCheck(private val tableName: String) {
                 canRead = rs.getBoolean("can_read")
             }
         }
-        if (installed == null) {
+        // idem_version() decides, not pg_extension: the portable edition's plain script
+        // installs the store without an extension (docs/managed.md, route 2).
+        if (installed == null && !versioned) {
             return errors.implementation("the idempotency extension is not installed in this database: a DBA runs CREATE EXTENSION idempotency", null)
         }
         if (!versioned) {

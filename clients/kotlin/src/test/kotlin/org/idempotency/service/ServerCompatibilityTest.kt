@@ -41,6 +41,20 @@ class ServerCompatibilityTest {
     }
 
     @Test
+    fun `a store the plain script installed, without an extension, passes the version check`() {
+        // The portable edition's plain script makes the schema and idem_version() but no
+        // extension (docs/managed.md, route 2): here its idem_version() alone, and no store
+        // table yet, so the check goes on past the version to the store it lacks.
+        IdempotencyStoreHarness(migrate = false, extensionVersion = null).use { db ->
+            db.execute(
+                "CREATE SCHEMA idempotency; CREATE FUNCTION idempotency.idem_version(OUT edition text, OUT version text, OUT api text) " +
+                    "LANGUAGE sql AS \$\$ SELECT 'portable', '1.0.0', '1.0' \$\$",
+            )
+            assertRefused(firstUse(db), "store public.idempotency_record does not exist")
+        }
+    }
+
+    @Test
     fun `a database without the extension is refused`() {
         IdempotencyStoreHarness(migrate = false, extensionVersion = null).use { db ->
             assertRefused(firstUse(db), "not installed", "CREATE EXTENSION idempotency")
