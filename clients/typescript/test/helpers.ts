@@ -1,5 +1,6 @@
 // What the tests share: the repository's known-answer files, and databases of
 // their own on the server the PG* variables name.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -114,4 +115,18 @@ export async function freePort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise((r) => server.close(r));
   return port;
+}
+
+// Starts the app in file (a script that listens on $PORT) against database
+// name, and waits until it answers on / (10 s at most). The caller kills it.
+export async function startApp(file: string, name: string): Promise<{ child: ChildProcess; port: number }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [file], { env: { ...databaseEnv(name), PORT: String(port) }, stdio: ['ignore', 'inherit', 'inherit'] });
+  const deadline = Date.now() + 10000;
+  for (;;) {
+    try { await fetch(`http://127.0.0.1:${port}/`); return { child, port }; } catch (err) {
+      if (Date.now() > deadline || child.exitCode !== null) { child.kill('SIGKILL'); throw err; }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
 }

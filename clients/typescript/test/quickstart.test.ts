@@ -1,11 +1,10 @@
 // docs/quickstart.md's TypeScript tab, run as written: the quick start's own
 // table, then the Express app against a client that retries.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { REPO, createDatabase, databaseEnv, freePort, type TestDatabase } from './helpers.js';
+import { REPO, createDatabase, startApp, type TestDatabase } from './helpers.js';
 
 const GUIDE = readFileSync(`${REPO}docs/quickstart.md`, 'utf8');
 
@@ -27,17 +26,9 @@ test("docs/quickstart.md's Express app answers a retry with the first answer", a
   // Inside the package, so that @idempotency/pg resolves to this build.
   const file = fileURLToPath(new URL('./quickstart-express.mjs', import.meta.url));
   writeFileSync(file, block('typescript'));
-  const port = await freePort();
-  const child = spawn(process.execPath, [file], { env: { ...databaseEnv(db.name), PORT: String(port) }, stdio: ['ignore', 'inherit', 'inherit'] });
+  const { child, port } = await startApp(file, db.name);
   try {
     const url = `http://127.0.0.1:${port}/payments`;
-    const deadline = Date.now() + 10000;
-    for (;;) {
-      try { await fetch(`http://127.0.0.1:${port}/`); break; } catch (err) {
-        if (Date.now() > deadline || child.exitCode !== null) throw err;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    }
     const post = (key: string | null, body: object) => fetch(url, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json', ...(key === null ? {} : { 'Idempotency-Key': key }) },

@@ -1,11 +1,10 @@
 // README.md's Express and Fastify examples, run as written: two lines make a
 // handler idempotent.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { createDatabase, databaseEnv, freePort, type TestDatabase } from './helpers.js';
+import { createDatabase, startApp, type TestDatabase } from './helpers.js';
 
 const README = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8');
 
@@ -27,17 +26,9 @@ for (const name of ['express', 'fastify']) {
     // Inside the package, so that @idempotency/pg resolves to this build.
     const file = fileURLToPath(new URL(`./readme-${name}.mjs`, import.meta.url));
     writeFileSync(file, code);
-    const port = await freePort();
-    const child = spawn(process.execPath, [file], { env: { ...databaseEnv(db.name), PORT: String(port) }, stdio: ['ignore', 'inherit', 'inherit'] });
+    const { child, port } = await startApp(file, db.name);
     try {
       const url = `http://127.0.0.1:${port}/payments`;
-      const deadline = Date.now() + 10000;
-      for (;;) {
-        try { await fetch(`http://127.0.0.1:${port}/`); break; } catch (err) {
-          if (Date.now() > deadline || child.exitCode !== null) throw err;
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      }
       const key = `readme-${name}-${Date.now()}`;
       const send = () => fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key }, body: JSON.stringify({ amount: 100, currency: 'EUR' }) });
       const first = await send();
