@@ -27,7 +27,7 @@ OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 PG_CONFIG ?= pg_config
 
 # pg_regress: sql/NAME.sql against expected/NAME.out, in this order.
-REGRESS = update namespace mint parse canonical store direct bound_store typed registry settings bad_input stats release extend_lease recovery batch fingerprint http parallel usage readme scope squat update_keys default_privileges tenant_stores metrics
+REGRESS = update namespace mint parse canonical store direct bound_store typed registry settings bad_input stats release extend_lease recovery batch fingerprint http parallel usage readme scope squat update_keys default_privileges tenant_stores metrics collation
 
 
 # isolationtester: test/isolation/specs/NAME.spec against test/isolation/expected/NAME.out.

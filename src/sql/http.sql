@@ -12,7 +12,7 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF docs_uri ~ '[^!-~]|[<>"]' OR docs_uri = '' THEN
+    IF docs_uri COLLATE "C" ~ '[^!-~]|[<>"]' OR docs_uri = '' THEN
         RAISE EXCEPTION 'invalid problem documentation URI'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'docs_uri becomes the problem''s type and a Link header: printable ASCII without spaces, quotes or angle brackets, such as https://example.com/problems/idempotency.';

@@ -15,10 +15,10 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
     SELECT CASE WHEN s OPERATOR(pg_catalog.=) '' THEN '{}'::pg_catalog.int4[]
                 WHEN pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.=) 'UTF8'
-        THEN ARRAY(SELECT pg_catalog.ascii(c.c) FROM pg_catalog.regexp_split_to_table(s, '') WITH ORDINALITY c(c, n)
+        THEN ARRAY(SELECT pg_catalog.ascii(c.c) FROM pg_catalog.regexp_split_to_table(s COLLATE "C", '') WITH ORDINALITY c(c, n)
                    ORDER BY c.n)
         ELSE ARRAY(SELECT pg_catalog.ascii(pg_catalog.convert_from(pg_catalog.convert_to(c.c, 'UTF8'), 'UTF8'))
-                   FROM pg_catalog.regexp_split_to_table(s, '') WITH ORDINALITY c(c, n) ORDER BY c.n)
+                   FROM pg_catalog.regexp_split_to_table(s COLLATE "C", '') WITH ORDINALITY c(c, n) ORDER BY c.n)
     END
 $$;
 
@@ -46,21 +46,22 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
 #variable_conflict use_variable
 DECLARE
+    ns text COLLATE "C" := namespace;   -- byte for byte, whatever the argument's collation
     at integer;
     code integer;
 BEGIN
-    IF namespace OPERATOR(pg_catalog.~) '^[a-z0-9_-]{1,64}$' THEN
+    IF ns OPERATOR(pg_catalog.~) '^[a-z0-9_-]{1,64}$' THEN
         RETURN;
-    ELSIF namespace IS NULL THEN
+    ELSIF ns IS NULL THEN
         RAISE EXCEPTION 'idempotency namespace must not be null'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'Pass a namespace of 1 to 64 characters: a-z, 0-9, "-" and "_".';
-    ELSIF namespace OPERATOR(pg_catalog.=) '' THEN
+    ELSIF ns OPERATOR(pg_catalog.=) '' THEN
         RAISE EXCEPTION 'invalid idempotency namespace'
             USING ERRCODE = 'invalid_parameter_value', DETAIL = 'The namespace is empty; it must be 1 to 64 characters.';
-    ELSIF namespace OPERATOR(pg_catalog.~) '[^a-z0-9_-]' THEN
-        at := pg_catalog.length(pg_catalog.substring(namespace, '^[a-z0-9_-]*')) OPERATOR(pg_catalog.+) 1;
-        code := (idempotency_internal.idem_code_points(pg_catalog.substr(namespace, at, 1)))[1];
+    ELSIF ns OPERATOR(pg_catalog.~) '[^a-z0-9_-]' THEN
+        at := pg_catalog.length(pg_catalog.substring(ns, '^[a-z0-9_-]*')) OPERATOR(pg_catalog.+) 1;
+        code := (idempotency_internal.idem_code_points(pg_catalog.substr(ns, at, 1)))[1];
         RAISE EXCEPTION 'invalid idempotency namespace'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = pg_catalog.format('Character %s at position %s is not allowed; use only lower-case a-z, digits 0-9, "-" and "_".',
@@ -71,7 +72,7 @@ BEGIN
     END IF;
     RAISE EXCEPTION 'invalid idempotency namespace'
         USING ERRCODE = 'invalid_parameter_value',
-              DETAIL = pg_catalog.format('The namespace is %s characters long; the limit is 64.', pg_catalog.length(namespace));
+              DETAIL = pg_catalog.format('The namespace is %s characters long; the limit is 64.', pg_catalog.length(ns));
 END;
 $$;
 
@@ -84,16 +85,17 @@ LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
 #variable_conflict use_variable
 DECLARE
+    given text COLLATE "C" := raw;   -- byte for byte, whatever the argument's collation
     codes pg_catalog.int4[];
     first pg_catalog.int4;
     last pg_catalog.int4;
     control pg_catalog.int4;
 BEGIN
-    IF raw OPERATOR(pg_catalog.~) '^[!-~]([ -~]{0,253}[!-~])?$' THEN
-        key := raw;
+    IF given OPERATOR(pg_catalog.~) '^[!-~]([ -~]{0,253}[!-~])?$' THEN
+        key := given;
         RETURN;
     END IF;
-    codes := idempotency_internal.idem_code_points(raw);
+    codes := idempotency_internal.idem_code_points(given);
     SELECT pg_catalog.min(c.n), pg_catalog.max(c.n) INTO first, last
     FROM pg_catalog.unnest(codes) WITH ORDINALITY c(code, n) WHERE NOT idempotency_internal.idem_is_white_space(c.code);
     IF first IS NULL THEN
@@ -108,7 +110,7 @@ BEGIN
             problem := pg_catalog.format('The key contains control character %s at position %s.',
                                          idempotency_internal.idem_u_plus(codes[first OPERATOR(pg_catalog.+) control OPERATOR(pg_catalog.-) 1]), control);
         ELSE
-            key := pg_catalog.substr(raw, first, last OPERATOR(pg_catalog.-) first OPERATOR(pg_catalog.+) 1);
+            key := pg_catalog.substr(given, first, last OPERATOR(pg_catalog.-) first OPERATOR(pg_catalog.+) 1);
         END IF;
     END IF;
 END;
@@ -137,8 +139,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 BEGIN
-    PERFORM idempotency_internal.idem_check_namespace(namespace);
-    RETURN idempotency_internal.idem_key_of(raw);   -- NULL in, NULL out
+    PERFORM idempotency_internal.idem_check_namespace(namespace COLLATE "C");
+    RETURN idempotency_internal.idem_key_of(raw COLLATE "C");   -- NULL in, NULL out
 END;
 $$;
 
@@ -170,7 +172,7 @@ BEGIN
     END IF;
     SELECT p.n, CASE WHEN p.part IS NULL THEN 'null' WHEN p.part = '' THEN 'empty' ELSE 'blank (only white space)' END AS what
     INTO bad
-    FROM unnest(parts) WITH ORDINALITY p(part, n)
+    FROM unnest(parts COLLATE "C") WITH ORDINALITY p(part, n)
     WHERE p.part IS NULL OR p.part = ''
        OR (p.part !~ '[!-~]' AND NOT EXISTS (SELECT FROM unnest(idempotency_internal.idem_code_points(p.part)) c(code)
                                              WHERE NOT idempotency_internal.idem_is_white_space(c.code)))
@@ -182,7 +184,7 @@ BEGIN
     RETURN encode(sha256(int4send(cardinality(parts))
                          || (SELECT string_agg(int4send(octet_length(u.b)) || u.b, ''::bytea ORDER BY u.n)
                              FROM (SELECT convert_to(p.part, 'UTF8') AS b, p.n
-                                   FROM unnest(parts) WITH ORDINALITY p(part, n)) u)), 'hex');
+                                   FROM unnest(parts COLLATE "C") WITH ORDINALITY p(part, n)) u)), 'hex');
 END;
 $$;
 
@@ -379,7 +381,7 @@ AS $$
 BEGIN
     IF n IS NOT NULL THEN
         detail := format('Element %s of the pointers: %s', n,
-                         CASE WHEN detail ~ '^[A-Z]' THEN lower(left(detail, 1)) || substr(detail, 2) ELSE detail END);
+                         CASE WHEN detail COLLATE "C" ~ '^[A-Z]' THEN lower(left(detail, 1)) || substr(detail, 2) ELSE detail END);
     END IF;
     IF ns IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = state, MESSAGE = message, DETAIL = detail;
@@ -404,19 +406,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
+    pointers text[] COLLATE "C" := ignore;   -- byte for byte, whatever the argument's collation
     p record;
     tilde integer;
 BEGIN
-    IF array_ndims(ignore) > 1 THEN
+    IF array_ndims(pointers) > 1 THEN
         PERFORM idempotency_internal.idem_pointer_error('22023', 'JSON Pointers must be a one-dimensional array',
-                                                        format('It has %s dimensions.', array_ndims(ignore)), NULL, ns);
+                                                        format('It has %s dimensions.', array_ndims(pointers)), NULL, ns);
     END IF;
-    SELECT u.n INTO tilde FROM unnest(ignore) WITH ORDINALITY u(p, n) WHERE u.p IS NULL ORDER BY u.n LIMIT 1;
+    SELECT u.n INTO tilde FROM unnest(pointers) WITH ORDINALITY u(p, n) WHERE u.p IS NULL ORDER BY u.n LIMIT 1;
     IF FOUND THEN
         PERFORM idempotency_internal.idem_pointer_error('22004', 'JSON Pointer must not be null',
                                                         format('Element %s of the pointers is NULL.', tilde), NULL, ns);
     END IF;
-    FOR p IN SELECT u.p, u.n FROM unnest(ignore) WITH ORDINALITY u(p, n) ORDER BY u.n LOOP
+    FOR p IN SELECT u.p, u.n FROM unnest(pointers) WITH ORDINALITY u(p, n) ORDER BY u.n LOOP
         IF p.p = '' THEN
             PERFORM idempotency_internal.idem_pointer_error('22023', 'a fingerprint cannot ignore the whole request',
                 'The JSON Pointer "" names the whole document; name members or elements, such as "/trace_id".', p.n, ns);
@@ -427,22 +430,22 @@ BEGIN
             PERFORM idempotency_internal.idem_pointer_error('22023', 'JSON Pointer is too long',
                 format('It has %s bytes in UTF-8; at most 1024 are allowed.', octet_length(convert_to(p.p, 'UTF8'))), p.n, ns);
         END IF;
-        tilde := length(substring(p.p FROM '^(?:[^~]|~[01])*')) + 1;
+        tilde := length(substring(p.p COLLATE "C" FROM '^(?:[^~]|~[01])*')) + 1;
         IF tilde <= length(p.p) THEN
             PERFORM idempotency_internal.idem_pointer_error('22023', 'invalid JSON Pointer',
                 format('"~" is written "~0" and "/" inside a name "~1" (RFC 6901); the "~" at character %s is followed by neither.', tilde),
                 p.n, ns);
         END IF;
     END LOOP;
-    IF (SELECT count(DISTINCT u.p) FROM unnest(ignore) u(p)) > 64 THEN
+    IF (SELECT count(DISTINCT u.p) FROM unnest(pointers) u(p)) > 64 THEN
         PERFORM idempotency_internal.idem_pointer_error('22023', 'too many JSON Pointers for one fingerprint',
-            format('There are %s different ones; at most 64 are allowed.', (SELECT count(DISTINCT u.p) FROM unnest(ignore) u(p))),
+            format('There are %s different ones; at most 64 are allowed.', (SELECT count(DISTINCT u.p) FROM unnest(pointers) u(p))),
             NULL, ns);
     END IF;
     RETURN QUERY
         SELECT u.p, ARRAY(SELECT replace(replace(t.t, '~1', '/'), '~0', '~')
                           FROM unnest((string_to_array(u.p, '/'))[2:]) WITH ORDINALITY t(t, n) ORDER BY t.n)
-        FROM unnest(ignore) WITH ORDINALITY u(p, n) ORDER BY u.n;
+        FROM unnest(pointers) WITH ORDINALITY u(p, n) ORDER BY u.n;
 END;
 $$;
 
@@ -480,7 +483,7 @@ BEGIN
             IF jsonb_typeof(at) = 'object' AND at ? token THEN
                 at := at -> token;
                 sortable := sortable || token;
-            ELSIF jsonb_typeof(at) = 'array' AND token ~ '^(0|[1-9][0-9]{0,9})$'
+            ELSIF jsonb_typeof(at) = 'array' AND token COLLATE "C" ~ '^(0|[1-9][0-9]{0,9})$'
                   AND token::bigint < jsonb_array_length(at) THEN
                 at := at -> token::integer;
                 sortable := sortable || lpad(token, 10, '0');
@@ -543,7 +546,7 @@ RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT CASE WHEN payload IS NOT NULL
-                THEN idempotency_internal.idem_canonical_text(idempotency_internal.idem_without(payload, ignore)) END
+                THEN idempotency_internal.idem_canonical_text(idempotency_internal.idem_without(payload, ignore COLLATE "C")) END
 $$;
 
 COMMENT ON FUNCTION idem_canonical(jsonb, text[]) IS
@@ -555,7 +558,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT CASE WHEN payload IS NOT NULL
                 THEN pg_catalog.sha256(pg_catalog.convert_to(idempotency_internal.idem_canonical_text(
-                         idempotency_internal.idem_without(payload, ignore)), 'UTF8')) END
+                         idempotency_internal.idem_without(payload, ignore COLLATE "C")), 'UTF8')) END
 $$;
 
 COMMENT ON FUNCTION idem_request_hash(jsonb, text[]) IS

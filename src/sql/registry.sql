@@ -19,7 +19,7 @@ SET search_path = pg_catalog, pg_temp
 SET IntervalStyle = postgres
 AS $$
 DECLARE
-    ns ALIAS FOR namespace;
+    ns text COLLATE "C" := namespace;   -- read byte for byte, whatever collation the caller's argument has
     old @extschema@.idem_namespace_config;
     saved @extschema@.idem_namespace_config;
     records bigint;
@@ -262,7 +262,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    ns ALIAS FOR namespace;
+    ns text COLLATE "C" := namespace;   -- read byte for byte, whatever collation the caller's argument has
     old @extschema@.idem_namespace_config;
     saved @extschema@.idem_namespace_config;
     wanted text[];
@@ -314,7 +314,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    ns ALIAS FOR namespace;
+    ns text COLLATE "C" := namespace;   -- read byte for byte, whatever collation the caller's argument has
     records bigint;
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');
@@ -349,7 +349,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    ns ALIAS FOR namespace;
+    ns text COLLATE "C" := namespace;   -- read byte for byte, whatever collation the caller's argument has
     granted boolean;
     role_name name;
 BEGIN
@@ -386,7 +386,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    ns ALIAS FOR namespace;
+    ns text COLLATE "C" := namespace;   -- read byte for byte, whatever collation the caller's argument has
 BEGIN
     PERFORM @extschema@.idem_parse(ns, 'k');
     IF role IS NULL THEN

@@ -597,7 +597,7 @@ DECLARE
     c record;
 BEGIN
     SELECT * INTO c FROM idempotency_internal.idem_caller;
-    RETURN idempotency_internal.idem_begin(c.caller, c.proof, namespace, key, request, replay_window, in_flight_wait);
+    RETURN idempotency_internal.idem_begin(c.caller, c.proof, namespace COLLATE "C", key COLLATE "C", request, replay_window, in_flight_wait);
 END;
 $$;
 
@@ -741,7 +741,7 @@ DECLARE
     c record;
 BEGIN
     SELECT * INTO c FROM idempotency_internal.idem_caller;
-    RETURN QUERY SELECT * FROM idempotency_internal.idem_begin_batch(c.caller, c.proof, namespace, keys, requests,
+    RETURN QUERY SELECT * FROM idempotency_internal.idem_begin_batch(c.caller, c.proof, namespace COLLATE "C", keys COLLATE "C", requests,
                                                                      replay_window, in_flight_wait);
 END;
 $$;
@@ -870,7 +870,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
     SELECT pg_catalog.convert_to(pg_catalog.string_agg(c.c, '' ORDER BY c.n), 'UTF8')
     FROM (SELECT c.c, c.n, pg_catalog.sum(pg_catalog.octet_length(pg_catalog.convert_to(c.c, 'UTF8'))) OVER (ORDER BY c.n) AS upto
-          FROM pg_catalog.regexp_split_to_table(s, '') WITH ORDINALITY c(c, n)) c
+          FROM pg_catalog.regexp_split_to_table(s COLLATE "C", '') WITH ORDINALITY c(c, n)) c
     WHERE c.upto OPERATOR(pg_catalog.<=) max_bytes
 $$;
 
@@ -1028,7 +1028,7 @@ DECLARE
     c record;
 BEGIN
     SELECT * INTO c FROM idempotency_internal.idem_caller;
-    PERFORM idempotency_internal.idem_finish(c.caller, c.proof, namespace, key, result, fence, true);
+    PERFORM idempotency_internal.idem_finish(c.caller, c.proof, namespace COLLATE "C", key COLLATE "C", result, fence, true);
 END;
 $$;
 
@@ -1044,7 +1044,7 @@ DECLARE
     c record;
 BEGIN
     SELECT * INTO c FROM idempotency_internal.idem_caller;
-    PERFORM idempotency_internal.idem_finish(c.caller, c.proof, namespace, key, error, fence, false);
+    PERFORM idempotency_internal.idem_finish(c.caller, c.proof, namespace COLLATE "C", key COLLATE "C", error, fence, false);
 END;
 $$;
 
@@ -1060,7 +1060,7 @@ DECLARE
     c record;
 BEGIN
     SELECT * INTO c FROM idempotency_internal.idem_caller;
-    PERFORM idempotency_internal.idem_forget(c.caller, c.proof, namespace, key, fence);
+    PERFORM idempotency_internal.idem_forget(c.caller, c.proof, namespace COLLATE "C", key COLLATE "C", fence);
 END;
 $$;
 
@@ -1113,11 +1113,11 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Name the phase the work has completed, such as ''charged''.';
         END IF;
         characters := length(point);
-        IF characters = 0 OR characters > 255 OR point ~ '[\x01-\x1f\x7f]' THEN
+        IF characters = 0 OR characters > 255 OR point COLLATE "C" ~ '[\x01-\x1f\x7f]' THEN
             RAISE EXCEPTION 'invalid idempotency recovery point'
                 USING ERRCODE = 'invalid_parameter_value',
                       DETAIL = format('A recovery point is 1 to 255 characters with no control characters; the one given has %s characters%s.',
-                                      characters, CASE WHEN point ~ '[\x01-\x1f\x7f]' THEN ', some of them control' ELSE '' END);
+                                      characters, CASE WHEN point COLLATE "C" ~ '[\x01-\x1f\x7f]' THEN ', some of them control' ELSE '' END);
         END IF;
     END IF;
     p := idempotency_internal.idem_authorize(caller, proof, namespace);
@@ -1170,7 +1170,7 @@ DECLARE
     c record;
 BEGIN
     SELECT * INTO c FROM idempotency_internal.idem_caller;
-    RETURN idempotency_internal.idem_extend(c.caller, c.proof, namespace, key, fence, false, NULL, NULL, 'idem_extend_lease');
+    RETURN idempotency_internal.idem_extend(c.caller, c.proof, namespace COLLATE "C", key COLLATE "C", fence, false, NULL, NULL, 'idem_extend_lease');
 END;
 $$;
 
@@ -1186,7 +1186,7 @@ DECLARE
     c record;
 BEGIN
     SELECT * INTO c FROM idempotency_internal.idem_caller;
-    RETURN idempotency_internal.idem_extend(c.caller, c.proof, namespace, key, fence, true, point, state, 'idem_save_point');
+    RETURN idempotency_internal.idem_extend(c.caller, c.proof, namespace COLLATE "C", key COLLATE "C", fence, true, point COLLATE "C", state, 'idem_save_point');
 END;
 $$;
 
@@ -1203,7 +1203,7 @@ DECLARE
     c record;
 BEGIN
     SELECT * INTO c FROM idempotency_internal.idem_caller;
-    RETURN idempotency_internal.idem_extend(c.caller, c.proof, namespace, key, fence, true, point, state, 'idem_record_point');
+    RETURN idempotency_internal.idem_extend(c.caller, c.proof, namespace COLLATE "C", key COLLATE "C", fence, true, point COLLATE "C", state, 'idem_record_point');
 END;
 $$;
 
@@ -1285,7 +1285,7 @@ DECLARE
 BEGIN
     SELECT * INTO c FROM idempotency_internal.idem_caller;
     SELECT * INTO state, holder_pid, attempt, claimed_at, expires_at, request_hash
-    FROM idempotency_internal.idem_key_state(c.caller, c.proof, namespace, key);
+    FROM idempotency_internal.idem_key_state(c.caller, c.proof, namespace COLLATE "C", key COLLATE "C");
 END;
 $$;
 
@@ -1389,7 +1389,7 @@ DECLARE
     c record;
 BEGIN
     SELECT * INTO c FROM idempotency_internal.idem_caller;
-    RETURN idempotency_internal.idem_release_key(c.caller, c.proof, namespace, key);
+    RETURN idempotency_internal.idem_release_key(c.caller, c.proof, namespace COLLATE "C", key COLLATE "C");
 END;
 $$;
 

@@ -69,7 +69,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    ns ALIAS FOR namespace;
+    ns text COLLATE "C" := namespace;   -- read byte for byte, whatever collation the caller's argument has
     target regclass := nullif(store, '@extschema@.idempotency_record'::regclass);
     owner_role regrole;
     current_store regclass;
