@@ -92,7 +92,8 @@ func (c *Client) Server(ctx context.Context, q Querier) (ServerVersion, error) {
 			ErrIncompatibleServer, APIMajor, err)
 	case errors.As(err, &pgErr) && pgErr.Code == "3F000": // invalid_schema_name
 		return v, fmt.Errorf("idempotency: the extension is not installed in this database "+
-			"(run CREATE EXTENSION idempotency): %w", err)
+			"(run CREATE EXTENSION idempotency, or, on a managed PostgreSQL that cannot load it, "+
+			"the portable edition's script: docs/managed.md): %w", err)
 	case err != nil:
 		return v, fmt.Errorf("idempotency: reading idem_version(): %w", err)
 	}

@@ -109,7 +109,7 @@ func TestUnknownAPIMajorRefused(t *testing.T) {
 func TestNotInstalled(t *testing.T) {
 	pool := database(t, "")
 	_, err := idempotency.New(pool).Server(ctx, pool)
-	if err == nil || !strings.Contains(err.Error(), "CREATE EXTENSION idempotency") || pgError(t, err).Code != "3F000" {
+	if err == nil || !strings.Contains(err.Error(), "CREATE EXTENSION idempotency") || !strings.Contains(err.Error(), "docs/managed.md") || pgError(t, err).Code != "3F000" {
 		t.Fatalf("no extension: %v", err)
 	}
 }

@@ -49,7 +49,7 @@ async function askServer(client: Queryable): Promise<ServerVersion> {
     if (found.extversion === null) {
       throw new IncompatibleServerError('the idempotency extension is not installed in this database',
         `${PACKAGE} found neither the extension idempotency nor the function idempotency.idem_version().`,
-        'Run CREATE EXTENSION idempotency.');
+        "Run CREATE EXTENSION idempotency, or, on a managed PostgreSQL that cannot load it, the portable edition's script (docs/managed.md).");
     }
     throw new IncompatibleServerError(`the idempotency extension ${found.extversion} is older than 1.0.0`,
       `It has no idempotency.idem_version(), which ${PACKAGE} (API major ${API_MAJOR}) asks at first use.`,

@@ -254,7 +254,7 @@ describe('the server\'s version, asked at first use', () => {
         assert.ok(err instanceof IncompatibleServerError);
         assert.equal(err.code, '55000');
         assert.equal(err.message, 'the idempotency extension is not installed in this database');
-        assert.equal(err.hint, 'Run CREATE EXTENSION idempotency.');
+        assert.equal(err.hint, "Run CREATE EXTENSION idempotency, or, on a managed PostgreSQL that cannot load it, the portable edition's script (docs/managed.md).");
         return true;
       });
       assert.equal(c.getTransactionStatus(), 'T', 'the caller\'s transaction is not aborted by the check');

@@ -47,7 +47,10 @@ internal class ServerCheck(private val tableName: String) {
         // idem_version() decides, not pg_extension: the portable edition's plain script
         // installs the store without an extension (docs/managed.md, route 2).
         if (installed == null && !versioned) {
-            return errors.implementation("the idempotency extension is not installed in this database: a DBA runs CREATE EXTENSION idempotency", null)
+            return errors.implementation(
+                "the idempotency extension is not installed in this database: a DBA runs CREATE EXTENSION idempotency, " +
+                    "or, on a managed PostgreSQL that cannot load it, the portable edition's script (docs/managed.md)", null,
+            )
         }
         if (!versioned) {
             return errors.implementation(

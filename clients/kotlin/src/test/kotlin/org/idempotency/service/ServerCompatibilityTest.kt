@@ -57,7 +57,7 @@ class ServerCompatibilityTest {
     @Test
     fun `a database without the extension is refused`() {
         IdempotencyStoreHarness(migrate = false, extensionVersion = null).use { db ->
-            assertRefused(firstUse(db), "not installed", "CREATE EXTENSION idempotency")
+            assertRefused(firstUse(db), "not installed", "CREATE EXTENSION idempotency", "docs/managed.md")
         }
     }
 }
