@@ -69,13 +69,17 @@ const char* store_name(Oid store) {
                             : psprintf("relation with OID %u", store);
 }
 
-// The body as isolated runs it: its C++ exceptions become errors.
+// The body as isolated runs it, inside the subtransaction: the clock
+// starts there (so that no failure to begin one leaves it running for the
+// caller's statement, stop_clock being the subtransaction's settle), and
+// its C++ exceptions become errors.
 struct Guarded {
   void (*body)(void*);
   void* arg;
 };
 void run_guarded(void* g) {
   auto* guarded = static_cast<Guarded*>(g);
+  if (maintenance_timeout_ms > 0) enable_timeout_after(timeout_id, maintenance_timeout_ms);
   guard_callback(guarded->body, guarded->arg);
 }
 
@@ -84,7 +88,6 @@ void run_guarded(void* g) {
 bool isolated(void (*body)(void*), void* arg, Oid store, const char* action) {
   if (timeout_id == MAX_TIMEOUTS) timeout_id = RegisterTimeout(USER_TIMEOUT, on_timeout);
   timed_out = false;
-  if (maintenance_timeout_ms > 0) enable_timeout_after(timeout_id, maintenance_timeout_ms);
   Guarded guarded{body, arg};
   ErrorData* error = in_subtransaction(run_guarded, &guarded, stop_clock);
   if (error == nullptr) return true;
