@@ -94,9 +94,10 @@ BEGIN
         batches := batches OPERATOR(pg_catalog.+) 1;
         -- idempotency.purge_pause (read after the chunk: the library that
         -- defines it is loaded by then), e.g. '10ms'.
+        -- The portable edition reads it as a placeholder: capped here too.
         pause := pg_catalog.current_setting('idempotency.purge_pause', true);
         IF pause OPERATOR(pg_catalog.<>) '0' THEN
-            PERFORM pg_catalog.pg_sleep(pg_catalog.date_part('epoch', pause::pg_catalog.interval));
+            PERFORM pg_catalog.pg_sleep(LEAST(pg_catalog.date_part('epoch', pause::pg_catalog.interval), 10));
         END IF;
     END LOOP;
     RAISE NOTICE 'idempotency: purged % expired records in % batches', total, batches;

@@ -260,8 +260,9 @@ lc_script() {
     -c "GRANT $LC_APP TO $owner" 2>&1 | grep -v NOTICE || true
   lc_expect "$(echo "SELECT rolsuper, rolcreaterole, rolcreatedb, has_schema_privilege('$owner', 'public', 'CREATE') FROM pg_roles WHERE rolname = '$owner'" | lc_sql idem_lc_plain "$owner")" \
     "f|f|f|f" "the installing role is no superuser, creates no role or database, and may not create in public"
-  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -U "$owner" -d idem_lc_plain -f "$SQL_OUT/idempotency-portable-$VERSION.sql" >/dev/null \
-    || { echo "  FAILED: the plain script, run by $owner"; return 1; }
+  lc_expect "$("$BIN/psql" -X -q -v ON_ERROR_STOP=1 -U "$owner" -d idem_lc_plain -f "$SQL_OUT/idempotency-portable-$VERSION.sql" 2>&1 \
+               || echo "psql exited with $?")" \
+    "" "the plain script, run by $owner, installs without a word (no result rows, notices or errors)" || return 1
   lc_expect "$(echo 'SELECT edition, version FROM idempotency.idem_version(); SELECT version FROM idempotency_internal.idem_script_version' | lc_sql idem_lc_plain "$owner")" \
     "portable|$VERSION
 $VERSION" "the plain script installs the store and its version table"
