@@ -464,7 +464,11 @@ BEGIN
            OR pg_catalog.pg_column_size(request) OPERATOR(pg_catalog.>) p.max_payload_bytes THEN
             PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
         END IF;
-        submitted := @extschema@.idem_request_hash(request, p.ignore);
+        IF p.ignore IS NULL THEN
+            submitted := @extschema@.idem_request_hash(request);   -- the same hash, without idem_without's call
+        ELSE
+            submitted := @extschema@.idem_request_hash(request, p.ignore);
+        END IF;
         IF in_flight_wait IS NULL AND p.in_flight_wait OPERATOR(pg_catalog.=) interval '0' THEN
             wait_ms := 0;
         ELSE
@@ -1477,6 +1481,18 @@ DECLARE
     cursors boolean := false;
     name text;
 BEGIN
+    -- The usual case in one statement: the mark of a claim in the
+    -- extension's table that has ended, removed (idem_claim_open's test).
+    DELETE FROM idempotency_internal.idem_open_claims o
+    WHERE o.namespace = NEW.namespace AND o.key_value = NEW.key_value
+      AND o.store = '@extschema@.idempotency_record'::regclass
+      AND NOT EXISTS (SELECT FROM @extschema@.idempotency_record r
+                      WHERE r.namespace = o.namespace AND r.key_value = o.key_value
+                        AND r.status = 'in_progress' AND r.fence = o.fence
+                        AND idempotency_internal.idem_mine(r.xmin));
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
     SELECT * INTO mark FROM idempotency_internal.idem_open_claims o
     WHERE o.namespace = NEW.namespace AND o.key_value = NEW.key_value;
     IF mark.namespace IS NULL THEN
