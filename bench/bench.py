@@ -315,6 +315,36 @@ def decisions_scenario(rows, args):
                          "instructions": int(f[3])})
 
 
+def portable_scenario(rows, args):
+    """The portable edition beside the native one and the bench's PL/pgSQL
+    store (bench/portable, in clusters of its own): instructions per cycle
+    that callgrind counts in a single-user backend. Not in the default
+    groups (about 5 minutes; --quick: fresh, replay and mismatch only).
+    Target (issue 40): fresh and replay at most 1.3x the PL/pgSQL store."""
+    scenarios = ["fresh", "replay", "mismatch"] if args.quick else []
+    out = subprocess.run([str(HERE / "portable"), *scenarios], check=True, stdout=subprocess.PIPE,
+                         text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) != 4 or f[0] not in ("portable", "native") or not f[3].isdigit():
+            continue   # bench/portable's progress lines
+        edition, contender, scenario, per_cycle = f[0], f[1], f[2], int(f[3])
+        found[(edition, contender, scenario)] = per_cycle
+        rows.append({"scenario": f"portable edition, {scenario}", "sync": "off",
+                     # the native edition as "extension", so that the ratio column compares with it
+                     "contender": {"native": "extension", "portable": "portable"}[edition]
+                                  + (" (PL/pgSQL store)" if contender == "plpgsql" else ""),
+                     "tps": 1e9 / per_cycle, "mean_ms": float("nan"), "p99_ms": float("nan"),
+                     "instructions": per_cycle})
+    for scenario in ("fresh", "replay"):
+        store, plpgsql = found.get(("portable", "store", scenario)), found.get(("portable", "plpgsql", scenario))
+        if store and plpgsql:
+            print(verdict(store <= 1.3 * plpgsql, f"{scenario}: portable edition {store:,} instructions,"
+                          f" {store / plpgsql:.2f}x the PL/pgSQL store's {plpgsql:,} (target 1.3x)"), flush=True)
+    print_progress(rows)
+
+
 def counters_scenario(rows, args):
     """What the counters cost, alternating idempotency.track_counters on and
     off: the fresh cycle over pgbench (synchronous_commit off, so CPU shows),
@@ -930,7 +960,7 @@ def main():
     parser.add_argument("--only",
                         default="cycle,inbackend,instructions,wire,decisions,counters,fingerprint,purge,growth,steady",
                         help="comma-separated scenario groups: cycle, inbackend, instructions, wire, decisions,"
-                             " counters, fingerprint, purge, growth, steady")
+                             " counters, fingerprint, purge, growth, steady; and, not by default, portable")
     parser.add_argument("--slow", action="store_true", default=os.environ.get("SLOW") == "1",
                         help="the long versions (make bench SLOW=1): steady runs 30 minutes")
     parser.add_argument("--steady-seconds", type=int, dest="steady_s",
@@ -983,6 +1013,8 @@ def main():
         wire_scenario(rows, args)
     if "decisions" in groups:
         decisions_scenario(rows, args)
+    if "portable" in groups:
+        portable_scenario(rows, args)
     if "counters" in groups:
         counters_scenario(rows, args)
     if "fingerprint" in groups:

@@ -11,7 +11,9 @@
 -- store keeps recovery points, what its fingerprint ignores, and the lock
 -- secret its lock tags are keyed with; and the snapshot it was read in
 -- (a begin answers without the namespace's lock only versions committed
--- before it: idem_settled).
+-- before it: idem_settled); own_table_ok: the namespace's records are in
+-- the extension's table and it passes idem_store_table's check (so that
+-- the store's calls need not ask again).
 CREATE TYPE idempotency_internal.idem_policy AS (
     registered         boolean,
     hash_keys          boolean,
@@ -25,8 +27,25 @@ CREATE TYPE idempotency_internal.idem_policy AS (
     in_flight_wait     interval,
     ignore             text[],
     secret             bytea,
-    seen               pg_catalog.pg_snapshot
+    seen               pg_catalog.pg_snapshot,
+    own_table_ok       boolean
 );
+
+-- Whether a grant of the namespace (idem_grant) reaches role caller: a
+-- function of its own, so that a call whose caller owns the store does
+-- not set up the query (idem_authorize).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_granted(caller oid, namespace text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_variable
+BEGIN
+    RETURN EXISTS (SELECT FROM @extschema@.idem_namespace_grant g
+                   JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid
+                   WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+                     AND pg_catalog.pg_has_role(caller, o.oid, 'USAGE'));
+END;
+$$;
 
 -- The namespace's policy for role caller, whose proof (idem_caller) is
 -- checked first: 42501 when it is not a proof of caller in this backend
@@ -36,6 +55,50 @@ CREATE TYPE idempotency_internal.idem_policy AS (
 -- the latest snapshot of the statement, so a revoke that committed holds
 -- from the next call.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_authorize(caller oid, proof bytea, namespace text)
+RETURNS idempotency_internal.idem_policy
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_variable
+DECLARE
+    p idempotency_internal.idem_policy;
+BEGIN
+    -- The usual case in one statement: the policy, with its secret only
+    -- when every check passes; otherwise idem_authorize_checked reads it
+    -- again and says what is wrong.
+    SELECT c.namespace IS NOT NULL, coalesce(c.hash_keys, false), c.store,
+           c.store IS NULL OR idempotency_internal.idem_recovers(c.store),
+           coalesce(c.store_request, d.store_request, true),
+           coalesce(c.replay_window, d.replay_window, interval '24 hours'),
+           c.replay_window IS NOT NULL,
+           coalesce(c.in_progress_lease, d.in_progress_lease, interval '0'),
+           coalesce(c.max_payload_bytes, d.max_payload_bytes, 16777216),
+           coalesce(d.in_flight_wait, interval '0'),
+           c.fingerprint_ignore,
+           CASE WHEN caller IS NOT NULL AND proof OPERATOR(pg_catalog.=) idempotency_internal.idem_proof(s.secret, caller)
+                     AND (pg_catalog.pg_has_role(caller, current_user::pg_catalog.name, 'USAGE')
+                          OR idempotency_internal.idem_granted(caller, namespace))
+                     AND (d.require_registered IS NOT TRUE OR c.namespace IS NOT NULL)
+                THEN s.secret END,
+           pg_catalog.pg_current_snapshot(),
+           c.store IS NULL AND EXISTS (SELECT FROM pg_catalog.pg_class t
+                                       WHERE t.oid OPERATOR(pg_catalog.=) '@extschema@.idempotency_record'::pg_catalog.regclass
+                                         AND t.relpersistence OPERATOR(pg_catalog.=) 'p')
+    INTO p
+    FROM idempotency_internal.idem_lock_secret s
+    LEFT JOIN @extschema@.idem_namespace_config c ON c.namespace OPERATOR(pg_catalog.=) namespace
+    LEFT JOIN (SELECT * FROM @extschema@.idem_defaults x LIMIT 1) d ON true;
+    IF p.secret IS NULL THEN
+        RETURN idempotency_internal.idem_authorize_checked(caller, proof, namespace);
+    ELSIF p.ignore IS NOT NULL THEN   -- pointers written by hand that are not pointers fail every call, named
+        PERFORM idempotency_internal.idem_pointer_tokens(p.ignore, namespace);
+    END IF;
+    RETURN p;
+END;
+$$;
+
+-- idem_authorize step by step, each check raising its own error: what
+-- idem_authorize runs when its one statement finds a check failing.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_authorize_checked(caller oid, proof bytea, namespace text)
 RETURNS idempotency_internal.idem_policy
 LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 AS $$
@@ -150,16 +213,9 @@ BEGIN
 END;
 $$;
 
--- Whether a row version this transaction can see was written by it (its
--- xmin an id of this transaction or of one of its subtransactions): a
--- version another transaction has not committed is invisible, so a visible
--- version whose writer is still in progress is this transaction's. A
--- transaction without an id wrote nothing; its ids are its top-level id or
--- later ones, which places the 32-bit xmin in its 64-bit epoch. A version
--- old enough to have been frozen can read as an id not yet given out:
--- asking its status is an error then, which says it is not this
--- transaction's.
-CREATE OR REPLACE FUNCTION idempotency_internal.idem_mine(x xid)
+-- idem_mine step by step (the version's id placed in the transaction's
+-- epoch, and its status asked).
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_mine_slow(x xid)
 RETURNS boolean
 LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 AS $$
@@ -185,6 +241,29 @@ BEGIN
         RETURN false;
     END;
 END;
+$$;
+
+-- Whether a row version this transaction can see was written by it (its
+-- xmin an id of this transaction or of one of its subtransactions): a
+-- version another transaction has not committed is invisible, so a visible
+-- version whose writer is still in progress is this transaction's. A
+-- transaction without an id wrote nothing; its ids are its top-level id or
+-- later ones, which places the 32-bit xmin in its 64-bit epoch. A version
+-- old enough to have been frozen can read as an id not yet given out:
+-- asking its status is an error then, which says it is not this
+-- transaction's.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_mine(x xid)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL UNSAFE
+AS $$
+    -- Inlined where it is called: the usual cases (no id yet; the
+    -- top-level id's version) without a call; the others in idem_mine_slow.
+    SELECT CASE WHEN pg_catalog.pg_current_xact_id_if_assigned() IS NULL
+                     OR x::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.<) 3 THEN false
+                WHEN x::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.=)
+                     (pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.text::pg_catalog.int8
+                      OPERATOR(pg_catalog.&) 4294967295) THEN true
+                ELSE idempotency_internal.idem_mine_slow(x) END
 $$;
 
 -- Whether a finished version written by writer may be answered from a

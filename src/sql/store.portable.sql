@@ -434,13 +434,14 @@ DECLARE
 BEGIN
     -- (Each check's usual case is tested here, the function that says what
     -- is wrong called only otherwise: a call costs as much as the test.)
-    IF namespace IS NULL OR namespace OPERATOR(pg_catalog.!~) '^[a-z0-9_-]{1,64}$' THEN
+    IF namespace IS NULL OR namespace OPERATOR(pg_catalog.!~) '^[a-z0-9_-]+$'
+       OR pg_catalog.octet_length(namespace) OPERATOR(pg_catalog.>) 64 THEN   -- (a bound {1,64} costs ten times more)
         PERFORM idempotency_internal.idem_check_namespace(namespace);
     END IF;
     IF key IS NULL THEN
         RAISE EXCEPTION 'idempotency key must not be null'
             USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Pass the key that idem_parse or idem_mint produced.';
-    ELSIF key OPERATOR(pg_catalog.~) '^[!-~]([ -~]{0,253}[!-~])?$' THEN
+    ELSIF key OPERATOR(pg_catalog.~) '^[!-~]([ -~]*[!-~])?$' AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255 THEN
         given_key := key;   -- printable ASCII, nothing to trim (idem_key_check's quick path)
     ELSE
         given_key := idempotency_internal.idem_key_of(key);
@@ -463,13 +464,21 @@ BEGIN
            OR pg_catalog.pg_column_size(request) OPERATOR(pg_catalog.>) p.max_payload_bytes THEN
             PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
         END IF;
-        submitted := @extschema@.idem_request_hash(request, p.ignore);
+        IF p.ignore IS NULL THEN
+            submitted := @extschema@.idem_request_hash(request);   -- the same hash, without idem_without's call
+        ELSE
+            submitted := @extschema@.idem_request_hash(request, p.ignore);
+        END IF;
         IF in_flight_wait IS NULL AND p.in_flight_wait OPERATOR(pg_catalog.=) interval '0' THEN
             wait_ms := 0;
         ELSE
             wait_ms := idempotency_internal.idem_wait_ms(in_flight_wait, p);
         END IF;
-        PERFORM idempotency_internal.idem_lock_store(idempotency_internal.idem_store_table(p.store, namespace));
+        IF p.own_table_ok AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off' THEN
+            LOCK TABLE @extschema@.idempotency_record IN ROW EXCLUSIVE MODE;   -- idem_lock_store's (idem_authorize checked the table)
+        ELSE
+            PERFORM idempotency_internal.idem_lock_store(idempotency_internal.idem_store_table(p.store, namespace));
+        END IF;
         stored := idempotency_internal.idem_stored_key(given_key, p.hash_keys);
         r := idempotency_internal.idem_look(p.store, p.recovers, namespace, stored);
         -- A finished record is final: answered without the namespace's
@@ -506,7 +515,9 @@ BEGIN
         submitted := @extschema@.idem_request_hash(request, p.ignore);
     END IF;
     stored := idempotency_internal.idem_stored_key(given_key, p.hash_keys);
-    PERFORM idempotency_internal.idem_store_table(p.store, namespace);
+    IF p.own_table_ok IS NOT TRUE THEN
+        PERFORM idempotency_internal.idem_store_table(p.store, namespace);
+    END IF;
     key_tag := idempotency_internal.idem_tag(p.secret, 'k', namespace, stored);
     IF wait_ms OPERATOR(pg_catalog.>) 0 THEN
         deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => wait_ms OPERATOR(pg_catalog./) 1000);
@@ -529,7 +540,9 @@ BEGIN
             RETURN idempotency_internal.idem_in_flight(submitted, r, p.lease);
         END IF;
         IF r.status IS NULL THEN
-            PERFORM idempotency_internal.idem_require_write(given_key, function, 'begin');
+            IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.<>) 'off' THEN
+                PERFORM idempotency_internal.idem_require_write(given_key, function, 'begin');
+            END IF;
             fence := idempotency_internal.idem_draw_fence();
             claimed := idempotency_internal.idem_insert_claim(p.store, p.recovers, namespace, stored, submitted,
                                                               CASE WHEN p.store_request THEN request END, now,
@@ -557,7 +570,9 @@ BEGIN
         IF r.status OPERATOR(pg_catalog.=) 'in_progress' AND r.request_hash OPERATOR(pg_catalog.=) submitted THEN
             IF NOT r.mine AND now OPERATOR(pg_catalog.>=) idempotency_internal.idem_takeover_from(r.updated_at, r.expires_at, p.lease)
                AND r.updated_at IS DISTINCT FROM locked_version THEN
-                PERFORM idempotency_internal.idem_require_write(given_key, function, 'begin');
+                IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.<>) 'off' THEN
+                    PERFORM idempotency_internal.idem_require_write(given_key, function, 'begin');
+                END IF;
                 fence := idempotency_internal.idem_draw_fence();
                 taken := idempotency_internal.idem_take_over(p.store, p.recovers, namespace, stored, r.updated_at, now,
                                                              now OPERATOR(pg_catalog.+) w, fence);
@@ -894,13 +909,14 @@ DECLARE
     done boolean;
     n bigint;
 BEGIN
-    IF namespace IS NULL OR namespace OPERATOR(pg_catalog.!~) '^[a-z0-9_-]{1,64}$' THEN
+    IF namespace IS NULL OR namespace OPERATOR(pg_catalog.!~) '^[a-z0-9_-]+$'
+       OR pg_catalog.octet_length(namespace) OPERATOR(pg_catalog.>) 64 THEN   -- (a bound {1,64} costs ten times more)
         PERFORM idempotency_internal.idem_check_namespace(namespace);
     END IF;
     IF key IS NULL THEN
         RAISE EXCEPTION 'idempotency key must not be null'
             USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Pass the key that idem_parse or idem_mint produced.';
-    ELSIF key OPERATOR(pg_catalog.~) '^[!-~]([ -~]{0,253}[!-~])?$' THEN
+    ELSIF key OPERATOR(pg_catalog.~) '^[!-~]([ -~]*[!-~])?$' AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255 THEN
         given_key := key;
     ELSE
         given_key := idempotency_internal.idem_key_of(key);
@@ -929,7 +945,11 @@ BEGIN
                                                         CASE WHEN committing THEN 'commit' ELSE 'fail' END);
     END IF;
     stored := idempotency_internal.idem_stored_key(given_key, p.hash_keys);
-    store := idempotency_internal.idem_store_table(p.store, namespace);
+    IF p.own_table_ok THEN
+        store := '@extschema@.idempotency_record'::pg_catalog.regclass;   -- idem_authorize checked it
+    ELSE
+        store := idempotency_internal.idem_store_table(p.store, namespace);
+    END IF;
     IF p.store IS NULL AND current_setting('transaction_isolation') = 'read committed' THEN
         UPDATE @extschema@.idempotency_record r
         SET status = CASE WHEN committing THEN 'committed' ELSE 'failed' END,
@@ -1461,6 +1481,18 @@ DECLARE
     cursors boolean := false;
     name text;
 BEGIN
+    -- The usual case in one statement: the mark of a claim in the
+    -- extension's table that has ended, removed (idem_claim_open's test).
+    DELETE FROM idempotency_internal.idem_open_claims o
+    WHERE o.namespace = NEW.namespace AND o.key_value = NEW.key_value
+      AND o.store = '@extschema@.idempotency_record'::regclass
+      AND NOT EXISTS (SELECT FROM @extschema@.idempotency_record r
+                      WHERE r.namespace = o.namespace AND r.key_value = o.key_value
+                        AND r.status = 'in_progress' AND r.fence = o.fence
+                        AND idempotency_internal.idem_mine(r.xmin));
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
     SELECT * INTO mark FROM idempotency_internal.idem_open_claims o
     WHERE o.namespace = NEW.namespace AND o.key_value = NEW.key_value;
     IF mark.namespace IS NULL THEN
