@@ -31,7 +31,7 @@ REGRESS = update namespace mint parse canonical store direct bound_store typed r
 
 
 # isolationtester: test/isolation/specs/NAME.spec against test/isolation/expected/NAME.out.
-ISOLATION = mint_sessions store_concurrency store_purge purge_direct lease_takeover namespace_admin lock_tags bound_store first_look held_claims batch index_maintenance defaults_change
+ISOLATION = mint_sessions store_concurrency store_purge purge_direct lease_takeover namespace_admin lock_tags bound_store first_look held_claims batch index_maintenance defaults_change stale_policy
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso --load-extension=idempotency
 
 # C++17, every warning an error; PostgreSQL's headers as system headers so
