@@ -6,7 +6,8 @@
 #   make test SLOW=1              the same, with the long versions of the reliability tests (what CI runs)
 #   make test LAYERS=regress,alone  only those layers (test/bin/run-tests names them)
 #   make check-regress T=parse    one layer or one test against a private server (CONTRIBUTING.md)
-#   make test PG=NN               pg_regress, isolation, pgTAP and Perl TAP against PostgreSQL NN (13, 15, 17, 18, 19)
+#   make test PG=NN               pg_regress, isolation, pgTAP and Perl TAP against PostgreSQL NN (13, 15, 17, 18, 19),
+#                                 then the portable edition through the plain script (LAYERS=native or portable: one)
 #   make sanitize                 pg_regress, isolation and pgTAP against an ASan+UBSan build (own PostgreSQL copy)
 #   make fuzz                     libFuzzer + ASan/UBSan targets for src/core/ (FUZZ_RUNS=N or FUZZ_SECONDS=N)
 #   make unittest                 GoogleTest for src/core/ only (no server)

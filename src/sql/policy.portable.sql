@@ -428,6 +428,27 @@ RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$ SELECT pg_catalog.pg_column_size(pg_catalog.jsonb_build_array(payload) OPERATOR(pg_catalog.->) 0)::pg_catalog.int8 OPERATOR(pg_catalog.-) 4 $$;
 
+-- Whether payload may be stored compressed, so that pg_column_size does
+-- not tell its size: pg_column_compression says on 14 and later (inlined
+-- where it is called); 13 has no way to tell from SQL, so there every
+-- payload is measured (idem_jsonb_bytes) before it is compared with its
+-- limit (the portable edition runs on RDS 13.12 and later: docs/managed.md).
+DO $compat$
+BEGIN
+    IF pg_catalog.current_setting('server_version_num')::pg_catalog.int4 OPERATOR(pg_catalog.>=) 140000 THEN
+        CREATE OR REPLACE FUNCTION idempotency_internal.idem_compressed(payload jsonb)
+        RETURNS boolean
+        LANGUAGE sql STABLE PARALLEL SAFE
+        AS $$ SELECT pg_catalog.pg_column_compression(payload) IS NOT NULL $$;
+    ELSE
+        CREATE OR REPLACE FUNCTION idempotency_internal.idem_compressed(payload jsonb)
+        RETURNS boolean
+        LANGUAGE sql STABLE PARALLEL SAFE
+        AS $$ SELECT true $$;
+    END IF;
+END
+$compat$;
+
 -- The size of payload when it is larger than max_bytes, else NULL.
 CREATE OR REPLACE FUNCTION idempotency_internal.idem_oversize(payload jsonb, max_bytes integer)
 RETURNS bigint
@@ -436,7 +457,7 @@ AS $$
 DECLARE
     size pg_catalog.int8;
 BEGIN
-    IF pg_catalog.pg_column_compression(payload) IS NULL
+    IF NOT idempotency_internal.idem_compressed(payload)
        AND pg_catalog.pg_column_size(payload) OPERATOR(pg_catalog.<=) max_bytes THEN
         RETURN NULL;   -- uncompressed, its size as stored is its size
     END IF;

@@ -460,7 +460,7 @@ BEGIN
         ELSE
             w := idempotency_internal.idem_window(replay_window, p, namespace);
         END IF;
-        IF pg_catalog.pg_column_compression(request) IS NOT NULL
+        IF idempotency_internal.idem_compressed(request)
            OR pg_catalog.pg_column_size(request) OPERATOR(pg_catalog.>) p.max_payload_bytes THEN
             PERFORM idempotency_internal.idem_check_size(request, 'request', namespace, p.max_payload_bytes);
         END IF;
@@ -929,7 +929,7 @@ BEGIN
         PERFORM idempotency_internal.idem_check_fence(fence);
     END IF;
     p := idempotency_internal.idem_authorize(caller, proof, namespace);
-    IF pg_catalog.pg_column_compression(payload) IS NOT NULL
+    IF idempotency_internal.idem_compressed(payload)
        OR pg_catalog.pg_column_size(payload) OPERATOR(pg_catalog.>) p.max_payload_bytes THEN
         PERFORM idempotency_internal.idem_check_size(payload, CASE WHEN committing THEN 'result' ELSE 'error' END,
                                                      namespace, p.max_payload_bytes);

@@ -13,6 +13,11 @@ MAJORS=(13 15 17 18 19)
 # The majors whose Perl TAP layer runs (make test PG=NN): the oldest and the
 # newest stable besides 15; 17 and 19 run the SQL suites only.
 PERL_MAJORS=(13 15 18)
+# The majors whose portable layer (run-major: the portable edition through
+# the plain script, run by an ordinary role) runs its full suites (regress,
+# isolation, pgTAP): one older and one newer than 15, which runs them with
+# test/bin/portable; the others install it and run pg_regress.
+PORTABLE_MAJORS=(13 18)
 PGVER=${PGVER:-15}
 # Where test/bin/pg-major keeps what it downloads and unpacks (never committed).
 PG_MAJORS_DIR=${IDEM_PG_MAJORS_DIR:-/var/tmp/idempotency-pg}
