@@ -88,11 +88,56 @@ BEGIN
     LEFT JOIN @extschema@.idem_namespace_config c ON c.namespace OPERATOR(pg_catalog.=) namespace
     LEFT JOIN (SELECT * FROM @extschema@.idem_defaults x LIMIT 1) d ON true;
     IF p.secret IS NULL THEN
-        RETURN idempotency_internal.idem_authorize_checked(caller, proof, namespace);
+        p := idempotency_internal.idem_authorize_checked(caller, proof, namespace);
     ELSIF p.ignore IS NOT NULL THEN   -- pointers written by hand that are not pointers fail every call, named
         PERFORM idempotency_internal.idem_pointer_tokens(p.ignore, namespace);
     END IF;
+    IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+        PERFORM idempotency_internal.idem_policy_current(namespace);
+    END IF;
     RETURN p;
+END;
+$$;
+
+-- Under REPEATABLE READ or SERIALIZABLE the policy is read in the
+-- transaction's snapshot, and a change committed since (hash_keys, the
+-- store, the lease, a revoke, the defaults) must not be acted on: the
+-- native edition reads the registry as committed. Locking the rows read
+-- raises 40001 when one was changed or deleted since the snapshot; an
+-- insert that is undone at once does when the namespace's or the defaults'
+-- row was added since. A read-only transaction writes no record, so it
+-- acts on nothing and is left alone.
+CREATE OR REPLACE FUNCTION idempotency_internal.idem_policy_current(namespace text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_variable
+DECLARE
+    registered boolean;
+    has_defaults boolean;
+BEGIN
+    IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
+        RETURN;
+    END IF;
+    PERFORM FROM @extschema@.idem_namespace_config c WHERE c.namespace OPERATOR(pg_catalog.=) namespace FOR SHARE;
+    registered := FOUND;
+    PERFORM FROM @extschema@.idem_namespace_grant g WHERE g.namespace OPERATOR(pg_catalog.=) namespace FOR SHARE;
+    PERFORM FROM @extschema@.idem_defaults d FOR SHARE;
+    has_defaults := FOUND;
+    IF registered AND has_defaults THEN
+        RETURN;
+    END IF;
+    BEGIN
+        IF NOT registered THEN
+            INSERT INTO @extschema@.idem_namespace_config (namespace) VALUES (namespace) ON CONFLICT DO NOTHING;
+        END IF;
+        IF NOT has_defaults THEN
+            INSERT INTO @extschema@.idem_defaults DEFAULT VALUES ON CONFLICT DO NOTHING;
+        END IF;
+        RAISE EXCEPTION 'undone' USING ERRCODE = 'IDM00';
+    EXCEPTION WHEN SQLSTATE 'IDM00' THEN
+        NULL;
+    END;
 END;
 $$;
 
