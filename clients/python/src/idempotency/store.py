@@ -96,7 +96,8 @@ def _server_version(probe: Mapping[str, Any], row: Mapping[str, Any] | None) -> 
             raise IncompatibleServer(
                 "the idempotency extension is not installed in this database (no idempotency.idem_version())",
                 f"idempotency-pg {__version__} needs the extension's API {API_MAJOR}.",
-                "Run CREATE EXTENSION idempotency, or, on a managed PostgreSQL that cannot load it, the portable edition's script (docs/managed.md).")
+                "Run CREATE EXTENSION idempotency, or, on a managed PostgreSQL that cannot load it, "
+                "the portable edition's script (docs/managed.md).")
         raise IncompatibleServer(
             f"the idempotency extension {installed} is too old for idempotency-pg {__version__}",
             f"It has no idem_version(): this package needs API {API_MAJOR} (release 1.0.0 or later).",
