@@ -276,6 +276,12 @@ run_pgtap() {
   [ "$PGVER" -lt 15 ] || psql_su -d "$db" -c 'CREATE EXTENSION pg_walinspect' >/dev/null
   [ "$mode" = tle ] && "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -U "$runner" -d "$db" -c 'CREATE EXTENSION idempotency'
   if [ $# -eq 0 ]; then files=("$dir"/test/pgtap/*.sql); else for f in "$@"; do files+=("$dir/test/pgtap/${f%.sql}.sql"); done; fi
+  # On 13 fingerprint_properties alone takes two minutes (its pointer
+  # walks, without 17's cache of search_path); 15 (both routes) and 18 run
+  # it, and CI's time is bounded.
+  if [ $# -eq 0 ] && [ "$PGVER" -lt 14 ]; then
+    for f in "${!files[@]}"; do [[ ${files[$f]} != */fingerprint_properties.sql ]] || unset 'files[f]'; done
+  fi
   (cd "$dir" && PGOPTIONS='-c client_min_messages=warning' pg_prove -v -U "$runner" -d "$db" "${files[@]#$dir/}") >"$dir/tap.out" 2>&1 || status=$?
   (cd "$dir" && "$BIN/psql" -X -q -U "$runner" -d "$db" -c 'CREATE SCHEMA bound' \
      -c "SELECT idempotency.idem_create_store('bound.records')" >/dev/null && \
