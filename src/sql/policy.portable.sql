@@ -157,10 +157,7 @@ BEGIN
            d.require_registered, d.store_request AS d_store_request, d.replay_window AS d_replay_window,
            d.in_progress_lease AS d_lease, d.max_payload_bytes AS d_max_payload_bytes, d.in_flight_wait AS d_in_flight_wait,
            (pg_catalog.pg_has_role(caller, current_user::pg_catalog.name, 'USAGE')
-            OR EXISTS (SELECT FROM @extschema@.idem_namespace_grant g
-                       JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) g.grantee::pg_catalog.oid
-                       WHERE g.namespace OPERATOR(pg_catalog.=) namespace
-                         AND pg_catalog.pg_has_role(caller, o.oid, 'USAGE'))) AS granted
+            OR idempotency_internal.idem_granted(caller, namespace)) AS granted
     INTO r
     FROM idempotency_internal.idem_lock_secret s
     LEFT JOIN @extschema@.idem_namespace_config c ON c.namespace OPERATOR(pg_catalog.=) namespace
